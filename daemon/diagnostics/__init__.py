@@ -1,0 +1,1 @@
+"""Post-edit diagnostics: the checks, and the baseline/after subtraction."""

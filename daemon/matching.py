@@ -1,0 +1,193 @@
+"""The matching tiers shared by ``file_patch`` and ``apply_patch``.
+
+Both tools look for a block of old lines in a file, trying progressively
+looser comparisons and stopping at the first pass that finds anything, so a
+model's small whitespace or typography slips still land while an exact match
+always wins. One index per file makes repeated searches (hundreds of chunks in
+one patch) cost a dictionary lookup instead of a scan.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+
+
+class MatchPass(StrEnum):
+    EXACT = "exact"
+    TRAILING_WHITESPACE = "trailing_whitespace"
+    INDENTATION = "indentation"  # leading and trailing whitespace ignored
+    TYPOGRAPHIC = "typographic"  # and typographic look-alikes folded to ASCII
+
+
+_TYPOGRAPHIC = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2033": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2010": "-",
+        "\u2011": "-",
+        "\u2012": "-",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2015": "-",
+        "\u2212": "-",
+        "\u2026": "...",
+        "\u00a0": " ",
+        "\u2000": " ",
+        "\u2001": " ",
+        "\u2002": " ",
+        "\u2003": " ",
+        "\u2004": " ",
+        "\u2005": " ",
+        "\u2006": " ",
+        "\u2007": " ",
+        "\u2008": " ",
+        "\u2009": " ",
+        "\u200a": " ",
+        "\u202f": " ",
+        "\u205f": " ",
+        "\u3000": " ",
+        "\ufeff": "",
+        "\u200b": "",
+    }
+)
+
+
+def fold_typography(text: str) -> str:
+    return text.translate(_TYPOGRAPHIC)
+
+
+def _typographic(line: str) -> str:
+    return fold_typography(line).strip()
+
+
+NORMALISERS: dict[MatchPass, Callable[[str], str]] = {
+    MatchPass.EXACT: lambda line: line,
+    MatchPass.TRAILING_WHITESPACE: str.rstrip,
+    MatchPass.INDENTATION: str.strip,
+    MatchPass.TYPOGRAPHIC: _typographic,
+}
+
+LINE_PASSES: tuple[MatchPass, ...] = tuple(MatchPass)
+
+
+class LineIndex:
+    """Positions of each (normalised) line, built lazily per pass."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = lines
+        self._normalised: dict[MatchPass, list[str]] = {}
+        self._positions: dict[MatchPass, dict[str, list[int]]] = {}
+
+    def normalised(self, match_pass: MatchPass) -> list[str]:
+        cached = self._normalised.get(match_pass)
+        if cached is None:
+            norm = NORMALISERS[match_pass]
+            cached = (
+                list(self.lines) if match_pass is MatchPass.EXACT else [norm(x) for x in self.lines]
+            )
+            self._normalised[match_pass] = cached
+        return cached
+
+    def _index(self, match_pass: MatchPass) -> dict[str, list[int]]:
+        index = self._positions.get(match_pass)
+        if index is None:
+            index = {}
+            for i, line in enumerate(self.normalised(match_pass)):
+                index.setdefault(line, []).append(i)
+            self._positions[match_pass] = index
+        return index
+
+    def find(
+        self,
+        needle: Sequence[str],
+        match_pass: MatchPass,
+        start: int = 0,
+        end: int | None = None,
+    ) -> list[int]:
+        """Every start position ``p`` in ``[start, end]`` where ``needle`` matches."""
+        if not needle:
+            return []
+        norm = NORMALISERS[match_pass]
+        wanted = [norm(x) for x in needle]
+        hay = self.normalised(match_pass)
+        last_start = len(hay) - len(wanted)
+        if end is not None:
+            last_start = min(last_start, end)
+        positions = self._index(match_pass).get(wanted[0], [])
+        found: list[int] = []
+        for p in positions[bisect.bisect_left(positions, start) :]:
+            if p > last_start:
+                break
+            if hay[p : p + len(wanted)] == wanted:
+                found.append(p)
+        return found
+
+    def find_first_pass(
+        self,
+        needle: Sequence[str],
+        start: int = 0,
+        end: int | None = None,
+        passes: Sequence[MatchPass] = LINE_PASSES,
+    ) -> tuple[MatchPass | None, list[int]]:
+        """The loosest-necessary pass and its matches: the first pass with any match wins."""
+        for match_pass in passes:
+            found = self.find(needle, match_pass, start, end)
+            if found:
+                return match_pass, found
+        return None, []
+
+    def line_starts_with(self, prefix: str, start: int, match_pass: MatchPass) -> int | None:
+        """First line at or after ``start`` whose normalised text starts with ``prefix``."""
+        norm = NORMALISERS[match_pass]
+        wanted = norm(prefix).strip()
+        hay = self.normalised(match_pass)
+        for i in range(start, len(hay)):
+            if hay[i].strip().startswith(wanted):
+                return i
+        return None
+
+
+def closest_excerpt(lines: Sequence[str], needle: Sequence[str], *, context: int = 2) -> str:
+    """Numbered current lines most like ``needle``, for a model to re-read.
+
+    Scores windows by how many needle lines they contain (whitespace and
+    typography folded); falls back to fuzzy similarity of the first non-blank
+    needle line. Bounded so a failure on a huge file stays cheap.
+    """
+    if not lines:
+        return "(the file is empty)"
+    wanted = [_typographic(x) for x in needle if x.strip()]
+    index: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        index.setdefault(_typographic(line), []).append(i)
+    votes: dict[int, int] = {}
+    for k, w in enumerate(wanted):
+        for i in index.get(w, [])[:200]:
+            start = max(0, i - k)
+            votes[start] = votes.get(start, 0) + 1
+    if votes:
+        best = max(votes, key=lambda s: (votes[s], -s))
+    else:
+        best = 0
+        if wanted:
+            sample = [_typographic(x) for x in lines[:20000]]
+            close = difflib.get_close_matches(wanted[0], sample, n=1, cutoff=0.3)
+            if close:
+                best = sample.index(close[0])
+    lo = max(0, best - context)
+    hi = min(len(lines), best + max(len(needle), 1) + context)
+    width = len(str(hi))
+    return "\n".join(f"{n + 1:>{width}} | {lines[n]}" for n in range(lo, hi))

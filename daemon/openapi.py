@@ -1,0 +1,90 @@
+"""OpenAPI 3.1 for the daemon, generated from the protocol models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from airlock.daemon.protocol import TOOL_SPECS, ErrorEnvelope, HealthOutput, ToolCatalog
+
+_REF_TEMPLATE = "#/components/schemas/{model}"
+
+
+def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    schema = TypeAdapter(tp).json_schema(ref_template=_REF_TEMPLATE)
+    defs.update(schema.pop("$defs", {}))
+    return schema
+
+
+def openapi_document(version: str) -> dict[str, Any]:
+    defs: dict[str, Any] = {}
+    error = _schema(ErrorEnvelope, defs)
+    error_responses = {
+        str(status): {"description": desc, "content": {"application/json": {"schema": error}}}
+        for status, desc in (
+            (400, "invalid input"),
+            (401, "missing or wrong token"),
+            (403, "scope, path escape or generated file"),
+            (404, "not found"),
+            (409, "conflict with the file's current content"),
+            (413, "too large"),
+            (415, "binary file"),
+            (500, "internal error"),
+            (504, "timeout"),
+        )
+    }
+    paths: dict[str, Any] = {
+        "/v1/health": {
+            "get": {
+                "operationId": "health",
+                "responses": {
+                    "200": {
+                        "description": "daemon is up",
+                        "content": {"application/json": {"schema": _schema(HealthOutput, defs)}},
+                    }
+                },
+            }
+        },
+        "/v1/tools": {
+            "get": {
+                "operationId": "tools",
+                "responses": {
+                    "200": {
+                        "description": "the tool catalogue",
+                        "content": {"application/json": {"schema": _schema(ToolCatalog, defs)}},
+                    }
+                },
+            }
+        },
+    }
+    for spec in TOOL_SPECS:
+        paths[f"/v1/tools/{spec.name}"] = {
+            "post": {
+                "operationId": spec.name,
+                "summary": spec.description,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _schema(spec.input_model, defs)}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "the tool's output",
+                        "content": {
+                            "application/json": {"schema": _schema(spec.output_type, defs)}
+                        },
+                    },
+                    **error_responses,
+                },
+            }
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "airlockd", "version": version},
+        "paths": paths,
+        "components": {
+            "schemas": defs,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}, {}],
+    }

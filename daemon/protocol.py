@@ -1,0 +1,493 @@
+"""Wire models of every airlockd tool: one source of truth for each shape.
+
+Import-light on purpose (pydantic only): the client, the LLM tool definitions
+and the server all import this module, and ``/v1/tools`` and
+``/v1/openapi.json`` are generated from it. Every input model has an object
+root so its JSON schema can be handed to a model as a function definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+# ---------------------------------------------------------------- common
+
+
+class ToolInput(BaseModel):
+    """Base of every tool input: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    granted_paths: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Absolute paths the orchestrator's permission layer approved for this one call; "
+            "they count as roots for this call only. Requires a write-scope token."
+        ),
+    )
+
+
+class ToolOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorBody
+
+
+Severity = Literal["error", "warning", "info"]
+CheckName = Literal["git-diff", "whitespace", "syntax", "types"]
+ALL_CHECKS: list[CheckName] = ["git-diff", "whitespace", "syntax", "types"]
+
+
+class Diagnostic(BaseModel):
+    path: str
+    line: int
+    column: int
+    severity: Severity
+    check: str
+    code: str
+    message: str
+
+
+class SkippedCheck(BaseModel):
+    check: str
+    reason: str
+
+
+class EditingInput(ToolInput):
+    diagnostics: bool = Field(
+        True, description="Report the problems this edit introduced (false skips the checks)."
+    )
+
+
+# ---------------------------------------------------------------- file_read
+
+
+class FileReadInput(ToolInput):
+    path: str = Field(description="File to read, relative to the workspace or absolute inside it.")
+    offset: int = Field(1, ge=1, description="First line to return (1-based).")
+    limit: int = Field(2000, ge=1, le=100000, description="Maximum number of lines.")
+    budget_chars: int = Field(
+        50000, ge=1, le=1000000, description="Maximum characters of content returned."
+    )
+
+
+LineEndingName = Literal["lf", "crlf", "mixed", "none"]
+
+
+class TextFile(ToolOutput):
+    kind: Literal["text"] = "text"
+    path: str
+    content: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    next_offset: int | None = Field(
+        description="First line not returned; pass it as offset to continue. Null at end of file."
+    )
+    truncated: bool
+    line_ending: LineEndingName
+    bom: bool
+    line_truncated: bool = False
+    message: str | None = None
+
+
+class ImageFile(ToolOutput):
+    kind: Literal["image"] = "image"
+    path: str
+    mime: str
+    data_base64: str
+    bytes: int
+
+
+FileReadOutput = Annotated[TextFile | ImageFile, Field(discriminator="kind")]
+
+
+class FileMultiReadInput(ToolInput):
+    paths: list[str] = Field(min_length=1, max_length=50)
+    budget_chars: int = Field(50000, ge=1, le=1000000, description="Shared by all files.")
+
+
+class FileReadError(ToolOutput):
+    path: str
+    error: ErrorBody
+
+
+class FileMultiReadOutput(ToolOutput):
+    files: list[TextFile | ImageFile | FileReadError]
+
+
+# ---------------------------------------------------------------- file_list
+
+
+class FileListInput(ToolInput):
+    path: str = "."
+    depth: int = Field(2, ge=1, le=10)
+    limit: int = Field(1000, ge=1, le=10000)
+    include_hidden: bool = False
+    include_ignored: bool = False
+
+
+class ListEntry(BaseModel):
+    path: str
+    type: Literal["file", "dir", "symlink"]
+    size: int | None = None
+
+
+class FileListOutput(ToolOutput):
+    entries: list[ListEntry]
+    truncated: bool
+    note: str | None = None
+
+
+# ---------------------------------------------------------------- file_search
+
+OutputMode = Literal["files_with_matches", "content", "count"]
+
+
+class FileSearchInput(ToolInput):
+    pattern: str = Field(min_length=1, description="Regular expression (Rust regex syntax).")
+    path: str = "."
+    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py'.")
+    type: str | None = Field(None, description="Only files of this rg type, e.g. 'py', 'ts'.")
+    output_mode: OutputMode = "files_with_matches"
+    case_insensitive: bool = False
+    fixed_strings: bool | None = Field(
+        None, description="Literal match; automatic when the pattern has no regex metacharacter."
+    )
+    context: int = Field(0, ge=0, le=10)
+    limit: int = Field(50, ge=1, le=200)
+    offset: int = Field(0, ge=0)
+    include_ignored: bool = False
+
+
+class SearchMatch(BaseModel):
+    path: str
+    line: int
+    text: str
+    context_before: list[str] = Field(default_factory=list)
+    context_after: list[str] = Field(default_factory=list)
+
+
+class SearchCount(BaseModel):
+    path: str
+    count: int
+
+
+class FileSearchOutput(ToolOutput):
+    mode: OutputMode
+    engine: Literal["rg", "grep"]
+    files: list[str] | None = None
+    matches: list[SearchMatch] | None = None
+    counts: list[SearchCount] | None = None
+    total: int | None = None
+    truncated: bool
+    note: str | None = None
+
+
+# ---------------------------------------------------------------- diagnostics
+
+
+class DiagnosticsInput(ToolInput):
+    paths: list[str] = Field(min_length=1, max_length=200)
+    checks: list[CheckName] = Field(default_factory=lambda: list(ALL_CHECKS))
+
+
+class DiagnosticsOutput(ToolOutput):
+    diagnostics: list[Diagnostic]
+    checks_run: list[str]
+    skipped: list[SkippedCheck]
+
+
+# ---------------------------------------------------------------- editing
+
+
+class FileWriteInput(EditingInput):
+    path: str
+    content: str
+    create_dirs: bool = True
+    expected_sha256: str | None = Field(
+        None, description="Write only if the file's current sha256 is this (compare-and-swap)."
+    )
+
+
+class EditOutput(ToolOutput):
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    diagnostics_skipped: list[SkippedCheck] = Field(default_factory=list)
+
+
+class FileWriteOutput(EditOutput):
+    path: str
+    created: bool
+    bytes: int
+    sha256: str
+    diff: str
+
+
+MatchKind = Literal["exact", "trailing_whitespace", "indentation"]
+
+
+class FilePatchInput(EditingInput):
+    path: str
+    old_string: str = Field(description="Text to replace; must match uniquely unless replace_all.")
+    new_string: str
+    replace_all: bool = False
+    expected_sha256: str | None = None
+
+
+class FilePatchOutput(EditOutput):
+    path: str
+    replacements: int
+    match: MatchKind
+    sha256: str
+    diff: str
+
+
+class PatchEdit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    old_string: str
+    new_string: str
+    replace_all: bool = False
+
+
+class FileMultiPatchInput(EditingInput):
+    edits: list[PatchEdit] = Field(min_length=1, max_length=100)
+
+
+class PatchedFile(BaseModel):
+    path: str
+    replacements: int
+    sha256: str
+    diff: str
+
+
+class FileMultiPatchOutput(EditOutput):
+    files: list[PatchedFile]
+
+
+class FileDiffPreviewInput(ToolInput):
+    edits: list[PatchEdit] = Field(min_length=1, max_length=100)
+
+
+class PreviewFile(BaseModel):
+    path: str
+    diff: str
+
+
+class FileDiffPreviewOutput(ToolOutput):
+    files: list[PreviewFile]
+
+
+MAX_PATCH_CHARS = 500_000
+
+
+class ApplyPatchInput(EditingInput):
+    patch: str = Field(
+        max_length=MAX_PATCH_CHARS,
+        description="A patch in the apply_patch format, from '*** Begin Patch' to '*** End Patch'.",
+    )
+    root: str = Field(".", description="Directory the patch's relative paths resolve against.")
+
+
+class AppliedFile(BaseModel):
+    operation: Literal["add", "update", "move", "delete"]
+    path: str
+    previous_path: str | None = None
+
+
+class ApplyPatchOutput(EditOutput):
+    files: list[AppliedFile]
+    summary: str
+
+
+# ---------------------------------------------------------------- exec
+
+
+class ExecInput(ToolInput):
+    argv: list[str] = Field(min_length=1, description="Program and arguments; no shell.")
+    cwd: str = "."
+    env: dict[str, str] = Field(default_factory=dict)
+    stdin: str | None = None
+    timeout_s: int = Field(60, ge=1, le=3600)
+    max_output_bytes: int = Field(100_000, ge=1, le=10_000_000)
+    keep: Literal["tail", "head"] = "tail"
+
+
+class ExecOutput(ToolOutput):
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    duration_ms: int
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    spill_path: str | None = None
+
+
+# ---------------------------------------------------------------- service routes
+
+
+class HealthOutput(BaseModel):
+    status: Literal["ok"]
+    version: str
+    workspace: str
+    engines: dict[str, Any]
+
+
+class ToolInfo(BaseModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    read_only: bool
+    supports_parallel: bool
+
+
+class ToolCatalog(BaseModel):
+    tools: list[ToolInfo]
+
+
+# ---------------------------------------------------------------- the catalogue
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_model: type[ToolInput]
+    output_type: Any
+    read_only: bool
+    supports_parallel: bool
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+    def output_schema(self) -> dict[str, Any]:
+        return TypeAdapter(self.output_type).json_schema()
+
+    def info(self) -> ToolInfo:
+        return ToolInfo(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_schema(),
+            output_schema=self.output_schema(),
+            read_only=self.read_only,
+            supports_parallel=self.supports_parallel,
+        )
+
+
+TOOL_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "file_read",
+        "Read a text file by lines (offset/limit), fitted to a character budget. Follow "
+        "next_offset to continue; it never skips text. Images come back as base64.",
+        FileReadInput,
+        FileReadOutput,
+        read_only=True,
+        supports_parallel=True,
+    ),
+    ToolSpec(
+        "file_multi_read",
+        "Read up to 50 files in one call, sharing one character budget; a file that fails "
+        "has its own error entry and does not fail the others.",
+        FileMultiReadInput,
+        FileMultiReadOutput,
+        read_only=True,
+        supports_parallel=True,
+    ),
+    ToolSpec(
+        "file_list",
+        "List a directory tree to a depth, sorted by path, honouring .gitignore.",
+        FileListInput,
+        FileListOutput,
+        read_only=True,
+        supports_parallel=True,
+    ),
+    ToolSpec(
+        "file_search",
+        "Search file contents with ripgrep: file names, matching lines with context, or "
+        "counts. Sorted by path then line; 'truncated' says when there is more.",
+        FileSearchInput,
+        FileSearchOutput,
+        read_only=True,
+        supports_parallel=True,
+    ),
+    ToolSpec(
+        "file_diff_preview",
+        "Show the unified diff that file_multi_patch would produce for these edits, "
+        "without writing anything.",
+        FileDiffPreviewInput,
+        FileDiffPreviewOutput,
+        read_only=True,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "diagnostics",
+        "Check files for syntax errors, whitespace and conflict-marker problems, and type "
+        "errors where the sandbox has a checker.",
+        DiagnosticsInput,
+        DiagnosticsOutput,
+        read_only=True,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "file_write",
+        "Create or replace a whole file atomically. Pass expected_sha256 to write only if "
+        "the file is unchanged since you read it.",
+        FileWriteInput,
+        FileWriteOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "file_patch",
+        "Replace old_string with new_string in one existing file. old_string must match "
+        "exactly one place (add surrounding lines to make it unique) unless replace_all.",
+        FilePatchInput,
+        FilePatchOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "file_multi_patch",
+        "Apply several old_string/new_string edits across files, all or nothing: if any "
+        "edit fails, nothing is written and the error names that edit.",
+        FileMultiPatchInput,
+        FileMultiPatchOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "apply_patch",
+        "Apply a patch in the apply_patch format (*** Begin Patch ... *** End Patch) that "
+        "adds, updates, moves or deletes files, atomically: all of it or none of it.",
+        ApplyPatchInput,
+        ApplyPatchOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "exec",
+        "Run a program (argv, no shell) in the sandbox with a timeout. Long output keeps "
+        "the tail (or head) and the rest is saved to spill_path.",
+        ExecInput,
+        ExecOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+)
+
+TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in TOOL_SPECS}

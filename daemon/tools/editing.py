@@ -1,0 +1,58 @@
+"""The write half every editing tool shares: lock, re-check, write, roll back, diagnose."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from airlock.daemon.context import ToolContext
+from airlock.daemon.diagnostics.service import EditTracker
+from airlock.daemon.errors import Internal
+from airlock.daemon.fsio import CommitFailed, PlannedWrite, commit_writes
+from airlock.daemon.paths import ResolvedPath
+
+
+@asynccontextmanager
+async def editing(
+    ctx: ToolContext, paths: Sequence[ResolvedPath], *, diagnostics: bool
+) -> AsyncIterator[EditTracker]:
+    """Hold the per-file locks of ``paths`` and start the diagnostics baseline.
+
+    Planning happens inside this block, so two edits of one file never plan
+    against the same original.
+    """
+    async with ctx.locks.hold(p.real for p in paths):
+        tracker = ctx.diag.tracker(paths, diagnostics)
+        await tracker.start()
+        yield tracker
+
+
+async def write_all(
+    ctx: ToolContext,
+    tracker: EditTracker,
+    plans: list[PlannedWrite],
+    resolved: Sequence[ResolvedPath],
+) -> None:
+    """Write every plan or none; the error says what was rolled back."""
+    await tracker.before_write()
+    for path in resolved:
+        ctx.roots.recheck(path)
+    try:
+        await asyncio.shield(asyncio.to_thread(commit_writes, plans))
+    except CommitFailed as exc:
+        raise Internal(
+            f"writing {exc.failed.display} failed ({exc.cause}); "
+            + (f"rolled back: {', '.join(exc.restored)}. " if exc.restored else "")
+            + (
+                f"could NOT roll back (changed by someone else): {', '.join(exc.unrestored)}. "
+                if exc.unrestored
+                else ""
+            )
+            + "Fix the cause (permissions, disk space) and retry.",
+            {
+                "failed": exc.failed.display,
+                "rolled_back": exc.restored,
+                "not_rolled_back": exc.unrestored,
+            },
+        ) from exc

@@ -1,0 +1,333 @@
+"""``file_patch``, ``file_multi_patch`` and ``file_diff_preview``.
+
+One pure function, :func:`replace_in_text`, does the matching for all three,
+so a preview is exactly what a multi-patch would write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from airlock.daemon.context import ToolContext
+from airlock.daemon.diffs import unified_diff
+from airlock.daemon.errors import (
+    AirlockError,
+    AmbiguousMatch,
+    HunkNotFound,
+    InvalidRequest,
+    StaleWrite,
+)
+from airlock.daemon.fsio import PlannedWrite, read_file_bytes, sha256_hex
+from airlock.daemon.matching import LineIndex, MatchPass, closest_excerpt
+from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.protocol import (
+    FileDiffPreviewInput,
+    FileDiffPreviewOutput,
+    FileMultiPatchInput,
+    FileMultiPatchOutput,
+    FilePatchInput,
+    FilePatchOutput,
+    MatchKind,
+    PatchedFile,
+    PatchEdit,
+    PreviewFile,
+)
+from airlock.daemon.text import DecodedText, decode, split_lines
+from airlock.daemon.tools.editing import editing, write_all
+
+
+@dataclass(frozen=True)
+class Replacement:
+    text: str
+    replacements: int
+    match: MatchKind
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _leading(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _reindent(old_lines: list[str], matched: list[str], new_lines: list[str]) -> list[str] | None:
+    """Shift ``new_lines`` by the one indentation offset between ``old_lines`` and ``matched``."""
+    offsets: set[tuple[str, str]] = set()
+    for old, cur in zip(old_lines, matched, strict=True):
+        if not old.strip():
+            continue
+        o, c = _leading(old), _leading(cur)
+        if c.endswith(o):
+            offsets.add(("add", c[: len(c) - len(o)]))
+        elif o.endswith(c):
+            offsets.add(("remove", o[: len(o) - len(c)]))
+        else:
+            return None
+    if len(offsets) > 1:
+        return None
+    if not offsets:
+        return list(new_lines)
+    kind, unit = offsets.pop()
+    shifted: list[str] = []
+    for line in new_lines:
+        if not line.strip():
+            shifted.append(line)
+        elif kind == "add":
+            shifted.append(unit + line)
+        elif line.startswith(unit):
+            shifted.append(line[len(unit) :])
+        else:
+            return None
+    return shifted
+
+
+def replace_in_text(
+    text: str, old: str, new: str, *, replace_all: bool, display: str
+) -> Replacement:
+    """Apply one old/new edit to LF text through the three matching tiers."""
+    old = old.replace("\r\n", "\n")
+    new = new.replace("\r\n", "\n")
+    if old == "":
+        raise InvalidRequest(
+            "old_string is empty; to create or overwrite a file use file_write, to insert "
+            "text include a neighbouring line in old_string and new_string"
+        )
+    if old == new:
+        raise InvalidRequest("old_string and new_string are identical; nothing would change")
+    count = text.count(old)
+    if count:
+        if count > 1 and not replace_all:
+            lines, pos = [], text.find(old)
+            while pos != -1:
+                lines.append(_line_of(text, pos))
+                pos = text.find(old, pos + len(old))
+            raise AmbiguousMatch(
+                f"old_string matches {count} places in {display} (lines "
+                f"{', '.join(map(str, lines))}); add surrounding lines to old_string to make it "
+                "unique, or set replace_all",
+                {"path": display, "lines": lines},
+            )
+        return Replacement(text.replace(old, new), count, "exact")
+
+    file_lines = split_lines(text)
+    final_newline = text.endswith("\n")
+    old_lines = split_lines(old)
+    new_lines = split_lines(new)
+    index = LineIndex(file_lines)
+    for match_pass, kind in (
+        (MatchPass.TRAILING_WHITESPACE, "trailing_whitespace"),
+        (MatchPass.INDENTATION, "indentation"),
+    ):
+        found = index.find(old_lines, match_pass)
+        starts: list[int] = []
+        for p in found:  # non-overlapping, first wins
+            if not starts or p >= starts[-1] + len(old_lines):
+                starts.append(p)
+        if not starts:
+            continue
+        if len(starts) > 1 and not replace_all:
+            numbers = [p + 1 for p in starts]
+            raise AmbiguousMatch(
+                f"old_string matches {len(starts)} places in {display} when whitespace is "
+                f"ignored (lines {', '.join(map(str, numbers))}); add surrounding lines to make "
+                "it unique, or set replace_all",
+                {"path": display, "lines": numbers},
+            )
+        result = list(file_lines)
+        for p in reversed(starts):
+            matched = file_lines[p : p + len(old_lines)]
+            replacement = new_lines
+            if match_pass is MatchPass.INDENTATION:
+                shifted = _reindent(old_lines, matched, new_lines)
+                if shifted is None:
+                    raise HunkNotFound(
+                        f"old_string matches line {p + 1} of {display} only with different "
+                        "indentation, and no single indentation offset maps it onto the file; "
+                        "re-read the file and copy the lines exactly",
+                        {"path": display, "line": p + 1},
+                    )
+                replacement = shifted
+            result[p : p + len(old_lines)] = replacement
+        joined = "\n".join(result)
+        if final_newline and result:
+            joined += "\n"
+        return Replacement(joined, len(starts), kind)  # type: ignore[arg-type]
+
+    excerpt = closest_excerpt(file_lines, old_lines)
+    raise HunkNotFound(
+        f"old_string was not found in {display}. The closest current lines are:\n{excerpt}\n"
+        "Re-read the file and copy old_string exactly from it.",
+        {"path": display, "closest": excerpt},
+    )
+
+
+@dataclass
+class FilePlan:
+    """One file's in-memory edit: original bytes, decoded form and new text."""
+
+    resolved: ResolvedPath
+    original: bytes
+    decoded: DecodedText
+    text: str
+    replacements: int = 0
+    matches: list[MatchKind] = field(default_factory=list)
+
+    @property
+    def new_bytes(self) -> bytes:
+        return self.decoded.encode(self.text)
+
+    def diff(self) -> str:
+        return unified_diff(self.resolved.display, self.decoded.text, self.text)
+
+    def planned_write(self) -> PlannedWrite:
+        return PlannedWrite(
+            self.resolved.real,
+            before=self.original,
+            after=self.new_bytes,
+            display=self.resolved.display,
+            mode=stat.S_IMODE(os.stat(self.resolved.real).st_mode),
+            create_dirs=False,
+        )
+
+
+def load_plan(ctx: ToolContext, resolved: ResolvedPath) -> FilePlan:
+    data = read_file_bytes(
+        resolved.real, display=resolved.display, max_bytes=ctx.config.max_text_bytes
+    )
+    decoded = decode(data, path=resolved.display)
+    return FilePlan(resolved=resolved, original=data, decoded=decoded, text=decoded.text)
+
+
+def plan_edits(ctx: ToolContext, edits: list[PatchEdit], granted: list[str]) -> list[FilePlan]:
+    """Every edit applied in memory, in order; the first failure names its index."""
+    plans: dict[Path, FilePlan] = {}
+    for i, edit in enumerate(edits):
+        try:
+            resolved = ctx.resolve(edit.path, intent="write", granted=granted)
+            plan = plans.get(resolved.real)
+            if plan is None:
+                plan = load_plan(ctx, resolved)
+                plans[resolved.real] = plan
+            result = replace_in_text(
+                plan.text,
+                edit.old_string,
+                edit.new_string,
+                replace_all=edit.replace_all,
+                display=resolved.display,
+            )
+        except AirlockError as exc:
+            exc.message = f"edit {i} ({edit.path}): {exc.message} Nothing was written."
+            exc.details = {**exc.details, "index": i, "path": edit.path}
+            raise
+        plan.text = result.text
+        plan.replacements += result.replacements
+        plan.matches.append(result.match)
+    return list(plans.values())
+
+
+def verify_unchanged(plans: list[FilePlan]) -> None:
+    """Re-read right before writing: a file changed since planning is a stale write."""
+    for plan in plans:
+        try:
+            with open(plan.resolved.real, "rb") as handle:
+                current = handle.read()
+        except FileNotFoundError:
+            current = None
+        if current != plan.original:
+            raise StaleWrite(
+                f"{plan.resolved.display} changed while the edit was being prepared; "
+                "re-read it and retry. Nothing was written.",
+                {"path": plan.resolved.display},
+            )
+
+
+async def plan_in_thread(
+    ctx: ToolContext, edits: list[PatchEdit], granted: list[str]
+) -> list[FilePlan]:
+    return await asyncio.to_thread(plan_edits, ctx, edits, granted)
+
+
+# ---------------------------------------------------------------- the tools
+
+
+async def file_patch(ctx: ToolContext, req: FilePatchInput) -> FilePatchOutput:
+    resolved = ctx.resolve(req.path, intent="write", granted=req.granted_paths)
+    async with editing(ctx, [resolved], diagnostics=req.diagnostics) as tracker:
+        plan = await asyncio.to_thread(load_plan, ctx, resolved)
+        if req.expected_sha256 is not None and sha256_hex(plan.original) != req.expected_sha256:
+            raise StaleWrite(
+                f"{resolved.display} no longer has sha256 {req.expected_sha256}; re-read it and "
+                "retry. Nothing was written.",
+                {"path": resolved.display, "sha256": sha256_hex(plan.original)},
+            )
+        result = await asyncio.to_thread(
+            replace_in_text,
+            plan.text,
+            req.old_string,
+            req.new_string,
+            replace_all=req.replace_all,
+            display=resolved.display,
+        )
+        plan.text = result.text
+        new_bytes = plan.new_bytes
+        await write_all(ctx, tracker, [plan.planned_write()], [resolved])
+        found, skipped = await tracker.finish()
+    return FilePatchOutput(
+        path=resolved.display,
+        replacements=result.replacements,
+        match=result.match,
+        sha256=sha256_hex(new_bytes),
+        diff=plan.diff(),
+        diagnostics=found,
+        diagnostics_skipped=skipped,
+    )
+
+
+def _resolve_edits(
+    ctx: ToolContext, edits: list[PatchEdit], granted: list[str]
+) -> list[ResolvedPath]:
+    resolved: list[ResolvedPath] = []
+    for i, edit in enumerate(edits):
+        try:
+            resolved.append(ctx.resolve(edit.path, intent="write", granted=granted))
+        except AirlockError as exc:
+            exc.message = f"edit {i} ({edit.path}): {exc.message} Nothing was written."
+            exc.details = {**exc.details, "index": i, "path": edit.path}
+            raise
+    return resolved
+
+
+async def file_multi_patch(ctx: ToolContext, req: FileMultiPatchInput) -> FileMultiPatchOutput:
+    resolved = _resolve_edits(ctx, req.edits, req.granted_paths)
+    unique = list({r.real: r for r in resolved}.values())
+    async with editing(ctx, unique, diagnostics=req.diagnostics) as tracker:
+        plans = await plan_in_thread(ctx, req.edits, req.granted_paths)
+        writes = [p.planned_write() for p in plans]
+        await asyncio.to_thread(verify_unchanged, plans)
+        await write_all(ctx, tracker, writes, unique)
+        found, skipped = await tracker.finish()
+    return FileMultiPatchOutput(
+        files=[
+            PatchedFile(
+                path=p.resolved.display,
+                replacements=p.replacements,
+                sha256=sha256_hex(w.after or b""),
+                diff=p.diff(),
+            )
+            for p, w in zip(plans, writes, strict=True)
+        ],
+        diagnostics=found,
+        diagnostics_skipped=skipped,
+    )
+
+
+async def file_diff_preview(ctx: ToolContext, req: FileDiffPreviewInput) -> FileDiffPreviewOutput:
+    plans = await plan_in_thread(ctx, req.edits, req.granted_paths)
+    return FileDiffPreviewOutput(
+        files=[PreviewFile(path=p.resolved.display, diff=p.diff()) for p in plans]
+    )

@@ -1,0 +1,147 @@
+"""The in-process API: one method per tool, the same models as the socket.
+
+The server is a thin layer over this class; tests and embedders call it
+directly. ``call`` is the generic entry both use: it validates the input
+against the tool's model and enforces the token scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from airlock.daemon import apply_patch as apply_patch_engine
+from airlock.daemon.context import DaemonConfig, ToolContext
+from airlock.daemon.errors import Forbidden, InvalidRequest, UnknownTool
+from airlock.daemon.protocol import (
+    TOOLS_BY_NAME,
+    ApplyPatchInput,
+    ApplyPatchOutput,
+    DiagnosticsInput,
+    DiagnosticsOutput,
+    ExecInput,
+    ExecOutput,
+    FileDiffPreviewInput,
+    FileDiffPreviewOutput,
+    FileListInput,
+    FileListOutput,
+    FileMultiPatchInput,
+    FileMultiPatchOutput,
+    FileMultiReadInput,
+    FileMultiReadOutput,
+    FilePatchInput,
+    FilePatchOutput,
+    FileReadInput,
+    FileSearchInput,
+    FileSearchOutput,
+    FileWriteInput,
+    FileWriteOutput,
+    ImageFile,
+    TextFile,
+)
+from airlock.daemon.tools import exec as exec_mod
+from airlock.daemon.tools import listing, patch, read, search, write
+
+Scope = Literal["read", "write"]
+
+
+def validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:10]:
+        where = ".".join(str(x) for x in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid input: " + "; ".join(parts) + ". Fix these fields and call again."
+
+
+class Workspace:
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.ctx = ToolContext.create(config)
+        self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
+            "file_read": self.file_read,
+            "file_multi_read": self.file_multi_read,
+            "file_list": self.file_list,
+            "file_search": self.file_search,
+            "file_diff_preview": self.file_diff_preview,
+            "diagnostics": self.diagnostics,
+            "file_write": self.file_write,
+            "file_patch": self.file_patch,
+            "file_multi_patch": self.file_multi_patch,
+            "apply_patch": self.apply_patch,
+            "exec": self.exec,
+        }
+
+    async def startup(self) -> None:
+        """Recover interrupted patches and decide engines, before serving."""
+        await apply_patch_engine.recover(self.ctx)
+
+    # ------------------------------------------------------------ generic entry
+
+    async def call(self, name: str, args: dict[str, Any], *, scope: Scope = "write") -> BaseModel:
+        spec = TOOLS_BY_NAME.get(name)
+        if spec is None:
+            raise UnknownTool(
+                f"there is no tool named {name!r}; GET /v1/tools lists them",
+                {"tools": sorted(TOOLS_BY_NAME)},
+            )
+        if not isinstance(args, dict):
+            raise InvalidRequest("the request body must be a JSON object of the tool's input")
+        if scope == "read" and not spec.read_only:
+            raise Forbidden(
+                f"{name} changes the sandbox and this token has read scope only; use a "
+                "read-only tool or ask the orchestrator for a write token",
+                {"tool": name},
+            )
+        try:
+            request = spec.input_model.model_validate(args)
+        except ValidationError as exc:
+            raise InvalidRequest(validation_message(exc), {"errors": _errors(exc)}) from None
+        if scope == "read" and request.granted_paths:
+            raise Forbidden("granted_paths needs a write-scope token", {"tool": name})
+        result: BaseModel = await self._handlers[name](request)
+        return result
+
+    # ------------------------------------------------------------ one method per tool
+
+    async def file_read(self, req: FileReadInput) -> TextFile | ImageFile:
+        return await read.file_read(self.ctx, req)
+
+    async def file_multi_read(self, req: FileMultiReadInput) -> FileMultiReadOutput:
+        return await read.file_multi_read(self.ctx, req)
+
+    async def file_list(self, req: FileListInput) -> FileListOutput:
+        return await listing.file_list(self.ctx, req)
+
+    async def file_search(self, req: FileSearchInput) -> FileSearchOutput:
+        return await search.file_search(self.ctx, req)
+
+    async def file_diff_preview(self, req: FileDiffPreviewInput) -> FileDiffPreviewOutput:
+        return await patch.file_diff_preview(self.ctx, req)
+
+    async def diagnostics(self, req: DiagnosticsInput) -> DiagnosticsOutput:
+        paths = [self.ctx.resolve(p, intent="read", granted=req.granted_paths) for p in req.paths]
+        return await self.ctx.diag.run(paths, req.checks)
+
+    async def file_write(self, req: FileWriteInput) -> FileWriteOutput:
+        return await write.file_write(self.ctx, req)
+
+    async def file_patch(self, req: FilePatchInput) -> FilePatchOutput:
+        return await patch.file_patch(self.ctx, req)
+
+    async def file_multi_patch(self, req: FileMultiPatchInput) -> FileMultiPatchOutput:
+        return await patch.file_multi_patch(self.ctx, req)
+
+    async def apply_patch(self, req: ApplyPatchInput) -> ApplyPatchOutput:
+        return await apply_patch_engine.apply_patch(self.ctx, req)
+
+    async def exec(self, req: ExecInput) -> ExecOutput:
+        return await exec_mod.exec_tool(self.ctx, req)
+
+
+def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": [str(x) for x in e["loc"]], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors()[:20]
+    ]
