@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = args.func
     try:
         result = handler(args)
-        if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
             result = asyncio.run(result)
     except KeyboardInterrupt:
         return 130
