@@ -1,0 +1,79 @@
+"""``airlock tools`` and ``airlock call``: the daemon's catalogue and any tool, from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from airlock.client.daemon import AirlockError, DaemonClient
+
+DEFAULT_SOCKET_ENV = "AIRLOCK_SOCKET"
+TOKEN_ENV = "AIRLOCK_TOKEN"
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket",
+        default=os.environ.get(DEFAULT_SOCKET_ENV, ".airlock/airlockd.sock"),
+        help=f"airlockd's Unix socket (env {DEFAULT_SOCKET_ENV}; default .airlock/airlockd.sock)",
+    )
+    parser.add_argument("--url", help="airlockd over TCP instead, e.g. http://127.0.0.1:7070")
+    parser.add_argument(
+        "--token", default=os.environ.get(TOKEN_ENV), help=f"bearer token (env {TOKEN_ENV})"
+    )
+
+
+def _client(args: argparse.Namespace) -> DaemonClient:
+    if args.url:
+        return DaemonClient(url=args.url, token=args.token)
+    return DaemonClient(socket=args.socket, token=args.token)
+
+
+def _print(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+async def _tools(args: argparse.Namespace) -> int:
+    async with _client(args) as client:
+        tools = await client.tools()
+    if args.json:
+        _print([t.model_dump(mode="json") for t in tools])
+    else:
+        for tool in tools:
+            flag = "read-only" if tool.read_only else "edits"
+            print(f"{tool.name:<18} {flag:<9} {tool.description}")
+    return 0
+
+
+async def _call(args: argparse.Namespace) -> int:
+    raw = sys.stdin.read() if args.input == "-" else args.input
+    try:
+        payload = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        print(f"airlock call: the input is not JSON ({exc}); pass a JSON object", file=sys.stderr)
+        return 2
+    async with _client(args) as client:
+        try:
+            result = await client.call(args.tool, payload)
+        except AirlockError as exc:
+            _print(exc.to_envelope())
+            return 1
+    _print(result)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tools = sub.add_parser("tools", help="list airlockd's tools")
+    _add_connection(tools)
+    tools.add_argument("--json", action="store_true", help="print the full catalogue as JSON")
+    tools.set_defaults(func=_tools)
+
+    call = sub.add_parser("call", help="call one airlockd tool with a JSON input")
+    _add_connection(call)
+    call.add_argument("tool", help="tool name, e.g. file_read")
+    call.add_argument("input", nargs="?", default="{}", help="JSON object, or - for stdin")
+    call.set_defaults(func=_call)
