@@ -1,0 +1,64 @@
+"""Response scrubbing: a real token never reaches the sandbox.
+
+Every real value swapped on a client connection (and its Basic form) is
+remembered for that connection; response headers and buffered bodies are
+rewritten back to the placeholder the sandbox sent. Bodies are decoded first
+(gzip, br, zstd, deflate), so compression cannot hide a token; a body that
+cannot be decoded is withheld (502) rather than passed through unscrubbed.
+"""
+
+from __future__ import annotations
+
+from mitmproxy import http
+
+from airlock.proxy.context import ProxyContext
+
+
+def _replace(data: bytes, pairs: dict[bytes, bytes]) -> bytes:
+    for real, placeholder in pairs.items():
+        if real in data:
+            data = data.replace(real, placeholder)
+    return data
+
+
+class Scrub:
+    def __init__(self, ctx: ProxyContext) -> None:
+        self.ctx = ctx
+
+    def _pairs(self, flow: http.HTTPFlow) -> dict[bytes, bytes]:
+        state = self.ctx.connections.get(flow.client_conn.id)
+        return state.scrub if state is not None else {}
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        pairs = self._pairs(flow)
+        if not pairs or flow.response is None:
+            return
+        headers = flow.response.headers
+        fields = [(name, _replace(value, pairs)) for name, value in headers.fields]
+        if fields != list(headers.fields):
+            headers.fields = tuple(fields)
+        # Streaming would bypass the body scrub: keep it buffered.
+        flow.response.stream = False
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        pairs = self._pairs(flow)
+        if not pairs or flow.response is None:
+            return
+        try:
+            content = flow.response.get_content(strict=True)
+        except ValueError:
+            flow.response = http.Response.make(
+                502, b"airlock: response could not be decoded for scrubbing\n"
+            )
+            self.ctx.metrics.refusals.labels(reason="unscrubbable_response").inc()
+            self.ctx.audit.write("refusal", reason="unscrubbable_response", status=502)
+            return
+        if content is None:
+            return
+        scrubbed = _replace(content, pairs)
+        if scrubbed != content:
+            flow.response.set_content(scrubbed)
+        if flow.response.trailers:
+            trailers = flow.response.trailers
+            fields = [(n, _replace(v, pairs)) for n, v in trailers.fields]
+            trailers.fields = tuple(fields)

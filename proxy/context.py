@@ -1,0 +1,53 @@
+"""What every addon and the control API share for one proxy process."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mitmproxy import http
+
+from airlock.proxy.audit import AuditLog
+from airlock.proxy.config import ProxyConfig
+from airlock.proxy.egress import Egress
+from airlock.proxy.expiry import ExpiryWatcher
+from airlock.proxy.metrics import Metrics
+from airlock.proxy.state import Connections
+from airlock.proxy.store.base import Store
+
+REFUSED = "airlock_refused"
+
+
+@dataclass
+class ProxyContext:
+    config: ProxyConfig
+    store: Store
+    audit: AuditLog
+    metrics: Metrics
+    connections: Connections
+    egress: Egress
+    expiry: ExpiryWatcher
+
+    def refuse(
+        self,
+        flow: http.HTTPFlow,
+        status: int,
+        reason: str,
+        message: str,
+        **fields: Any,
+    ) -> None:
+        """Answer the flow ourselves, count it and audit it. Never forwards."""
+        headers = {"content-type": "application/json", "x-airlock-refusal": reason}
+        if status == 407:
+            headers["proxy-authenticate"] = 'Basic realm="airlock-proxy"'
+        body = json.dumps({"error": {"code": reason, "message": message}}).encode()
+        flow.response = http.Response.make(status, body, headers)
+        flow.metadata[REFUSED] = reason
+        self.metrics.refusals.labels(reason=reason).inc()
+        self.audit.write("refusal", reason=reason, status=status, **fields)
+
+
+def refused(flow: http.HTTPFlow) -> bool:
+    """True when an earlier addon already answered this flow."""
+    return flow.response is not None or REFUSED in flow.metadata

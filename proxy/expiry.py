@@ -1,0 +1,73 @@
+"""Audits expiries of sessions and leases this process created.
+
+Expired records stop working the instant their time passes (every store read
+checks ``expires_at``; Redis keys carry PX expiries). This watcher only reclaims
+memory and writes the ``*_expired`` audit lines, so it can run coarse-grained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+
+from airlock.proxy.audit import AuditLog
+from airlock.proxy.store.base import Store, StoreUnavailable
+
+log = logging.getLogger("airlock.proxy.expiry")
+
+Key = tuple[str, str]  # (session_id, lease_id or "")
+
+
+class ExpiryWatcher:
+    def __init__(self, store: Store, audit: AuditLog, *, tick_s: float = 0.5) -> None:
+        self._store = store
+        self._audit = audit
+        self._tick = tick_s
+        self._heap: list[tuple[float, str, str]] = []
+        self._due: dict[Key, float] = {}
+        self._wake = asyncio.Event()
+
+    def watch(self, session_id: str, lease_id: str | None, expires_at: float) -> None:
+        key = (session_id, lease_id or "")
+        self._due[key] = expires_at
+        heapq.heappush(self._heap, (expires_at, session_id, lease_id or ""))
+        self._wake.set()
+
+    def forget(self, session_id: str, lease_id: str | None) -> None:
+        self._due.pop((session_id, lease_id or ""), None)
+
+    def forget_session(self, session_id: str) -> None:
+        for key in [k for k in self._due if k[0] == session_id]:
+            del self._due[key]
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            now = time.time()
+            while self._heap and self._heap[0][0] <= now:
+                at, sid, lid = heapq.heappop(self._heap)
+                if self._due.get((sid, lid)) != at:
+                    continue
+                try:
+                    if lid:
+                        gone = await self._store.expire_lease(sid, lid, at)
+                    else:
+                        gone = await self._store.expire_session(sid, at)
+                except StoreUnavailable:
+                    heapq.heappush(self._heap, (at, sid, lid))
+                    break
+                self._due.pop((sid, lid), None)
+                if gone:
+                    if lid:
+                        self._audit.write("lease_expired", session=sid, lease=lid)
+                    else:
+                        self.forget_session(sid)
+                        self._audit.write("session_expired", session=sid)
+            delay = self._tick
+            if self._heap:
+                delay = min(delay, max(0.01, self._heap[0][0] - time.time()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)

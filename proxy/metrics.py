@@ -1,0 +1,41 @@
+"""Prometheus metrics of one proxy process (own registry: no global state)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.swaps = Counter(
+            "airlock_proxy_swaps_total",
+            "Placeholders swapped for real credentials, by destination host.",
+            ["host"],
+            registry=self.registry,
+        )
+        self.refusals = Counter(
+            "airlock_proxy_refusals_total",
+            "Requests or connections refused, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.sessions = Gauge(
+            "airlock_proxy_active_sessions", "Live sessions in the store.", registry=self.registry
+        )
+        self.leases = Gauge(
+            "airlock_proxy_active_leases", "Live leases in the store.", registry=self.registry
+        )
+        self.control_latency = Histogram(
+            "airlock_proxy_control_request_seconds",
+            "Control API request latency, by method and route.",
+            ["method", "route", "status"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

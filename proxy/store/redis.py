@@ -1,0 +1,225 @@
+"""Redis store: what lets several proxy replicas share sessions and leases.
+
+Key layout (``prefix`` defaults to ``airlock:``), every key with a Redis expiry
+(PX) equal to its record's lifetime so an orchestrator that dies leaves nothing
+live behind:
+
+- ``s:{sid}``         session JSON (secret hash, allow patterns, expires_at)
+- ``sl:{sid}``        set of the session's lease ids
+- ``l:{sid}:{lid}``   lease JSON, including the real tokens
+- ``ph:{placeholder}`` owner of a placeholder: session, lease and its rules
+
+The per-request lookup is a single ``MGET s:{sid} ph:{...}``. Any Redis error
+becomes :class:`StoreUnavailable`, so the proxy fails closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from airlock.proxy.store.base import (
+    LeaseRecord,
+    PlaceholderEntry,
+    PlaceholderInUse,
+    SessionRecord,
+    Store,
+    StoreUnavailable,
+    now,
+)
+
+T = TypeVar("T")
+
+
+def _px(expires_at: float) -> int:
+    return max(1, math.ceil((expires_at - now()) * 1000))
+
+
+class RedisStore(Store):
+    kind = "redis"
+
+    def __init__(self, url: str, *, prefix: str = "airlock:", timeout_s: float = 1.0) -> None:
+        self._prefix = prefix
+        self._redis: Any = aioredis.Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry_on_timeout=False,
+            health_check_interval=30,
+        )
+
+    def _s(self, sid: str) -> str:
+        return f"{self._prefix}s:{sid}"
+
+    def _sl(self, sid: str) -> str:
+        return f"{self._prefix}sl:{sid}"
+
+    def _l(self, sid: str, lid: str) -> str:
+        return f"{self._prefix}l:{sid}:{lid}"
+
+    def _ph(self, placeholder: str) -> str:
+        return f"{self._prefix}ph:{placeholder}"
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await fn()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+
+    async def ping(self) -> None:
+        await self._call(self._redis.ping)
+
+    async def close(self) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self._redis.aclose()
+
+    async def create_session(self, record: SessionRecord) -> bool:
+        async def op() -> bool:
+            ok = await self._redis.set(
+                self._s(record.session_id), record.to_json(), px=_px(record.expires_at), nx=True
+            )
+            return bool(ok)
+
+        return await self._call(op)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        raw = await self._call(lambda: self._redis.get(self._s(session_id)))
+        if raw is None:
+            return None
+        record = SessionRecord.from_json(raw)
+        return record if record.live() else None
+
+    async def _lease(self, sid: str, lid: str) -> LeaseRecord | None:
+        raw = await self._call(lambda: self._redis.get(self._l(sid, lid)))
+        return LeaseRecord.from_json(raw) if raw is not None else None
+
+    async def _remove_lease(self, lease: LeaseRecord) -> None:
+        async def op() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.delete(self._l(lease.session_id, lease.lease_id))
+            pipe.srem(self._sl(lease.session_id), lease.lease_id)
+            for ph in lease.placeholders:
+                pipe.delete(self._ph(ph))
+            await pipe.execute()
+
+        await self._call(op)
+
+    async def delete_session(self, session_id: str) -> tuple[bool, list[str]]:
+        existed = await self.get_session(session_id) is not None
+        lids = await self._call(lambda: self._redis.smembers(self._sl(session_id)))
+        removed: list[str] = []
+        for raw_lid in lids:
+            lid = raw_lid.decode() if isinstance(raw_lid, bytes) else str(raw_lid)
+            lease = await self._lease(session_id, lid)
+            if lease is not None:
+                await self._remove_lease(lease)
+                if lease.live():
+                    removed.append(lid)
+        await self._call(lambda: self._redis.delete(self._s(session_id), self._sl(session_id)))
+        return existed, sorted(removed)
+
+    async def put_lease(self, record: LeaseRecord) -> bool:
+        phs = sorted(record.placeholders)
+        owners = await self._call(lambda: self._redis.mget([self._ph(p) for p in phs]))
+        at = now()
+        for ph, raw in zip(phs, owners, strict=True):
+            if raw is None:
+                continue
+            entry = PlaceholderEntry.from_json(raw)
+            if entry.live(at) and (entry.session_id, entry.lease_id) != (
+                record.session_id,
+                record.lease_id,
+            ):
+                raise PlaceholderInUse(ph)
+        old = await self._lease(record.session_id, record.lease_id)
+        session = await self.get_session(record.session_id)
+        session_px = _px(session.expires_at) if session is not None else _px(record.expires_at)
+
+        async def op() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            if old is not None:
+                for ph in old.placeholders - record.placeholders:
+                    pipe.delete(self._ph(ph))
+            px = _px(record.expires_at)
+            pipe.set(self._l(record.session_id, record.lease_id), record.to_json(), px=px)
+            for ph in phs:
+                pipe.set(self._ph(ph), record.entry_for(ph).to_json(), px=px)
+            pipe.sadd(self._sl(record.session_id), record.lease_id)
+            pipe.pexpire(self._sl(record.session_id), max(session_px, px))
+            await pipe.execute()
+
+        await self._call(op)
+        return old is not None and old.live(at)
+
+    async def delete_lease(self, session_id: str, lease_id: str) -> bool:
+        lease = await self._lease(session_id, lease_id)
+        if lease is None:
+            await self._call(lambda: self._redis.srem(self._sl(session_id), lease_id))
+            return False
+        await self._remove_lease(lease)
+        return lease.live()
+
+    async def list_leases(self, session_id: str) -> list[LeaseRecord]:
+        lids = await self._call(lambda: self._redis.smembers(self._sl(session_id)))
+        if not lids:
+            return []
+        names = sorted(x.decode() if isinstance(x, bytes) else str(x) for x in lids)
+        raws = await self._call(lambda: self._redis.mget([self._l(session_id, n) for n in names]))
+        at = now()
+        out = [LeaseRecord.from_json(r) for r in raws if r is not None]
+        return [lease for lease in out if lease.live(at)]
+
+    async def lookup(
+        self, session_id: str, placeholders: Sequence[str]
+    ) -> tuple[SessionRecord | None, dict[str, PlaceholderEntry]]:
+        keys = [self._s(session_id), *(self._ph(p) for p in placeholders)]
+        raws = await self._call(lambda: self._redis.mget(keys))
+        at = now()
+        session = SessionRecord.from_json(raws[0]) if raws[0] is not None else None
+        if session is not None and not session.live(at):
+            session = None
+        found: dict[str, PlaceholderEntry] = {}
+        for ph, raw in zip(placeholders, raws[1:], strict=True):
+            if raw is not None:
+                entry = PlaceholderEntry.from_json(raw)
+                if entry.live(at):
+                    found[ph] = entry
+        return session, found
+
+    async def _count(self, pattern: str) -> int:
+        async def op() -> int:
+            n = 0
+            async for _ in self._redis.scan_iter(match=pattern, count=1000):
+                n += 1
+            return n
+
+        return await self._call(op)
+
+    async def counts(self) -> tuple[int, int]:
+        sessions = await self._count(f"{self._prefix}s:*")
+        leases = await self._count(f"{self._prefix}l:*")
+        return sessions, leases
+
+    async def expire_session(self, session_id: str, expires_at: float) -> bool:
+        raw = await self._call(lambda: self._redis.get(self._s(session_id)))
+        if raw is None:
+            return True
+        record = SessionRecord.from_json(raw)
+        if record.expires_at == expires_at and not record.live():
+            await self.delete_session(session_id)
+            return True
+        return False
+
+    async def expire_lease(self, session_id: str, lease_id: str, expires_at: float) -> bool:
+        lease = await self._lease(session_id, lease_id)
+        if lease is None:
+            return True
+        if lease.expires_at == expires_at and not lease.live():
+            await self._remove_lease(lease)
+            return True
+        return False
