@@ -1,0 +1,176 @@
+"""ProxyClient: the orchestrator's handle on airlock-proxy's control API.
+
+``lease(...)`` is the way to hand a credential to one command: it installs the
+lease, yields, and always deletes it (on success, on error and on cancellation;
+the delete is shielded so a cancelled task cannot skip it). Errors are
+:class:`ProxyError` built from the server's code and message only; they never
+contain the request body, so a token cannot end up in a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from airlock.proxy.protocol import (
+    Health,
+    LeaseInfo,
+    LeaseList,
+    LeasePut,
+    LeaseRule,
+    SessionCreate,
+    SessionInfo,
+)
+
+__all__ = ["ProxyClient", "ProxyError"]
+
+
+class ProxyError(Exception):
+    """A control API call failed: ``status`` (0 when unreachable), ``code``, ``message``."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{code} ({status}): {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _endpoint(control: str) -> tuple[str | None, str]:
+    """(unix socket path or None, base URL)."""
+    if control.startswith("tcp://"):
+        return None, "http://" + control[len("tcp://") :].rstrip("/")
+    if control.startswith(("http://", "https://")):
+        return None, control.rstrip("/")
+    path = control[len("unix:") :] if control.startswith("unix:") else control
+    return path, "http://airlock-proxy"
+
+
+class ProxyClient:
+    def __init__(self, control: str, token: str | None = None, *, timeout_s: float = 30.0) -> None:
+        self._socket, self._base = _endpoint(control)
+        self._token = token
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector: aiohttp.BaseConnector
+            if self._socket is not None:
+                connector = aiohttp.UnixConnector(path=self._socket)
+            else:
+                connector = aiohttp.TCPConnector()
+            headers = {"authorization": f"Bearer {self._token}"} if self._token else {}
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=headers, timeout=self._timeout
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> ProxyClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _request(
+        self, method: str, path: str, body: Any = None, *, expect_json: bool = True
+    ) -> Any:
+        try:
+            async with self._http().request(method, self._base + path, json=body) as resp:
+                raw = await resp.read()
+                if resp.status >= 400:
+                    code, message = "http_error", resp.reason or "error"
+                    with contextlib.suppress(ValueError, AttributeError, TypeError):
+                        err = (await resp.json(content_type=None))["error"]
+                        code, message = str(err["code"]), str(err["message"])
+                    raise ProxyError(resp.status, code, message)
+                if not expect_json:
+                    return raw.decode()
+                if resp.status == 204 or not raw:
+                    return None
+                return await resp.json(content_type=None)
+        except aiohttp.ClientError as exc:
+            raise ProxyError(
+                0, "unreachable", f"control API unreachable: {type(exc).__name__}"
+            ) from None
+        except TimeoutError:
+            raise ProxyError(0, "timeout", "control API timed out") from None
+
+    async def health(self) -> Health:
+        return Health.model_validate(await self._request("GET", "/v1/health"))
+
+    async def ca_pem(self) -> str:
+        text: str = await self._request("GET", "/v1/ca.pem", expect_json=False)
+        return text
+
+    async def create_session(
+        self, allow: Sequence[str] = (), ttl_s: int = 3600, session_id: str | None = None
+    ) -> SessionInfo:
+        body = SessionCreate(session_id=session_id, allow=list(allow), ttl_s=ttl_s)
+        data = await self._request(
+            "POST", "/v1/sessions", body.model_dump(mode="json", exclude_none=True)
+        )
+        return SessionInfo.model_validate(data)
+
+    async def delete_session(self, session_id: str) -> None:
+        await self._request("DELETE", f"/v1/sessions/{session_id}")
+
+    async def put_lease(
+        self,
+        session_id: str,
+        lease_id: str,
+        rules: Sequence[LeaseRule | dict[str, Any]],
+        ttl_s: int,
+    ) -> LeaseInfo:
+        parsed = [r if isinstance(r, LeaseRule) else LeaseRule.model_validate(r) for r in rules]
+        body = LeasePut(ttl_s=ttl_s, rules=parsed)
+        data = await self._request(
+            "PUT", f"/v1/sessions/{session_id}/leases/{lease_id}", body.model_dump(mode="json")
+        )
+        return LeaseInfo.model_validate(data)
+
+    async def delete_lease(self, session_id: str, lease_id: str) -> None:
+        await self._request("DELETE", f"/v1/sessions/{session_id}/leases/{lease_id}")
+
+    async def list_leases(self, session_id: str) -> list[LeaseInfo]:
+        data = await self._request("GET", f"/v1/sessions/{session_id}/leases")
+        return LeaseList.model_validate(data).leases
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self,
+        session_id: str,
+        rules: Sequence[LeaseRule | dict[str, Any]],
+        ttl_s: int,
+        lease_id: str | None = None,
+    ) -> AsyncIterator[LeaseInfo]:
+        """Install a lease for the body of the ``async with``; always remove it."""
+        lid = lease_id or f"l-{uuid.uuid4().hex}"
+        try:
+            info = await self.put_lease(session_id, lid, rules, ttl_s)
+            yield info
+        finally:
+            # Shielded: a cancelled caller must not leave a live credential behind.
+            # Also runs when put_lease itself was cancelled mid-flight.
+            delete = asyncio.ensure_future(self.delete_lease(session_id, lid))
+            try:
+                await asyncio.shield(delete)
+            except asyncio.CancelledError:
+                with contextlib.suppress(ProxyError):
+                    await delete
+                raise
