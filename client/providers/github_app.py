@@ -116,7 +116,7 @@ class GitHubAppProvider:
 
     def _headers(self) -> dict[str, str]:
         return {
-            "Authorization": f"Bearer {app_jwt(self.app_id, self._key, clock=self._clock)}",
+            "Authorization": f"Bearer {app_jwt(self.app_id, self._key)}",
             "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": "2022-11-28",
             "User-Agent": "airlock-client",
