@@ -1,0 +1,234 @@
+"""deploy/compose.yaml and the Dockerfile, checked statically (no container engine
+here): the topology the issue describes, and that the Dockerfile's stages, copies
+and users are what the compose file and the docs rely on."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = REPO / "deploy" / "compose.yaml"
+DOCKERFILE = REPO / "Dockerfile"
+PROXIES = ("proxy-a", "proxy-b")
+
+
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return data
+
+
+def service(name: str) -> dict[str, Any]:
+    svc: dict[str, Any] = compose()["services"][name]
+    return svc
+
+
+def networks_of(svc: dict[str, Any]) -> list[str]:
+    nets = svc.get("networks", [])
+    return list(nets) if isinstance(nets, dict | list) else []
+
+
+def volumes_of(svc: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(source, target, mode) for short-syntax volume entries."""
+    out = []
+    for entry in svc.get("volumes", []):
+        parts = entry.split(":")
+        out.append((parts[0], parts[1], parts[2] if len(parts) > 2 else "rw"))
+    return out
+
+
+def arg(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def dockerfile_stages() -> dict[str, list[str]]:
+    """Stage name -> its instructions (continuation lines joined, comments dropped)."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    stages: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.IGNORECASE)
+        if match:
+            current = stages.setdefault(match.group(1), [])
+        if current is not None:
+            current.append(line)
+    return stages
+
+
+# --- compose ----------------------------------------------------------------------
+
+
+def test_compose_has_the_issue_services() -> None:
+    services = compose()["services"]
+    for name in ("redis", *PROXIES, "sandbox", "orchestrator", "ca-export"):
+        assert name in services, name
+    assert compose()["services"]["orchestrator"]["profiles"] == ["example"]
+
+
+def test_sandbox_is_only_on_internal_networks_and_publishes_nothing() -> None:
+    nets = compose()["networks"]
+    sandbox = service("sandbox")
+    assert networks_of(sandbox), "the sandbox must be on a network (the proxy's)"
+    for net in networks_of(sandbox):
+        assert nets[net].get("internal") is True, net
+    assert "ports" not in sandbox and "network_mode" not in sandbox
+    assert "extra_hosts" not in sandbox
+
+
+def test_the_proxies_are_the_sandbox_networks_only_other_members_with_a_way_out() -> None:
+    nets = compose()["networks"]
+    sandbox_nets = set(networks_of(service("sandbox")))
+    for name, svc in compose()["services"].items():
+        if name == "sandbox" or not sandbox_nets & set(networks_of(svc)):
+            continue
+        assert name in PROXIES, f"{name} shares a network with the sandbox"
+    for proxy in PROXIES:
+        svc = service(proxy)
+        assert any(not nets[n].get("internal") for n in networks_of(svc)), "proxy needs egress"
+
+
+def test_two_proxy_replicas_behind_one_name_on_the_redis_store() -> None:
+    for proxy in PROXIES:
+        svc = service(proxy)
+        sandbox_net = svc["networks"]["sandbox"]
+        assert sandbox_net["aliases"] == ["proxy"]
+        assert arg(svc["command"], "--store") == "redis://redis:6379/0"
+        assert arg(svc["command"], "--listen").endswith(":8080")
+        assert arg(svc["command"], "--control").startswith("unix:")
+        assert svc.get("user") in (None, ""), "proxies run as the image's non-root user"
+        assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
+    controls = {arg(service(p)["command"], "--control") for p in PROXIES}
+    assert len(controls) == 2
+    assert service("proxy-b")["depends_on"]["proxy-a"]["condition"] == "service_healthy"
+    assert set(networks_of(service("redis"))) <= {
+        n for n, v in compose()["networks"].items() if v.get("internal")
+    }
+
+
+def test_daemon_socket_is_shared_with_the_host_through_a_bind_mount() -> None:
+    binds = [(s, t) for s, t, _ in volumes_of(service("sandbox")) if s.startswith("./")]
+    assert ("./run/sandbox", "/run/airlock") in binds
+    orchestrator = service("orchestrator")
+    env = orchestrator["environment"]
+    assert env["AIRLOCK_DAEMON_SOCKET"] == "/run/airlock-host/sandbox/airlockd.sock"
+    assert ("./run", "/run/airlock-host", "rw") in volumes_of(orchestrator)
+
+
+def test_sandbox_gets_the_public_ca_and_never_the_proxy_state() -> None:
+    sandbox_vols = volumes_of(service("sandbox"))
+    assert ("proxy-ca", "/etc/airlock", "ro") in sandbox_vols
+    sources = {s for s, _, _ in sandbox_vols}
+    assert "proxy-state" not in sources, "the CA key lives in proxy-state"
+    assert "./run/proxy" not in sources and "./run" not in sources, "control sockets stay out"
+    export = service("ca-export")
+    assert export["command"][-1] == "/v1/ca.pem"
+    assert arg(export["command"], "-o") == "/proxy-ca/proxy-ca.pem"
+    assert ("proxy-ca", "/proxy-ca", "rw") in volumes_of(export)
+    # The file lands where the sandbox entrypoint looks by default.
+    dockerfile = DOCKERFILE.read_text()
+    assert "AIRLOCK_PROXY_CA=/etc/airlock/proxy-ca.pem" in dockerfile
+    assert service("sandbox")["depends_on"]["ca-export"]["condition"] == (
+        "service_completed_successfully"
+    )
+
+
+def test_compose_builds_only_targets_the_dockerfile_defines() -> None:
+    stages = dockerfile_stages()
+    for name, svc in compose()["services"].items():
+        build = svc.get("build")
+        if build:
+            assert build["target"] in stages, name
+            assert (COMPOSE.parent / build["context"] / "Dockerfile").resolve() == DOCKERFILE
+
+
+def test_docker_compose_config_validates() -> None:
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("docker CLI not installed: `docker compose config` not run")
+    has_compose = subprocess.run([docker, "compose", "version"], capture_output=True, check=False)
+    if has_compose.returncode != 0:
+        pytest.skip("the docker compose plugin is not installed: `docker compose config` not run")
+    engine = subprocess.run([docker, "info"], capture_output=True, timeout=30, check=False)
+    if engine.returncode != 0:
+        pytest.skip("no Docker engine reachable: `docker compose config` not run")
+    proc = subprocess.run(
+        [docker, "compose", "-f", str(COMPOSE), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+# --- Dockerfile --------------------------------------------------------------------
+
+
+def test_dockerfile_has_sandbox_and_proxy_targets() -> None:
+    stages = dockerfile_stages()
+    assert {"sandbox", "proxy", "orchestrator"} <= set(stages)
+
+
+def test_every_copy_source_exists_and_is_not_ignored() -> None:
+    ignored = {
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().split("\n")
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".git", ".venv"} <= ignored
+    for lines in dockerfile_stages().values():
+        for line in lines:
+            if not line.startswith("COPY") or "--from=" in line:
+                continue
+            sources = [w for w in line.split()[1:-1] if not w.startswith("--")]
+            for src in sources:
+                assert (REPO / src).exists(), src
+                assert src.rstrip("/").split("/")[0] not in ignored, src
+
+
+def _final_user(lines: list[str]) -> str | None:
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    return users[-1] if users else None
+
+
+def test_proxy_image_runs_as_non_root_with_a_state_volume() -> None:
+    proxy = dockerfile_stages()["proxy"]
+    assert _final_user(proxy) == "airlock-proxy"
+    assert any(line.startswith("VOLUME") and "/var/lib/airlock-proxy" in line for line in proxy)
+    entry = next(line for line in proxy if line.startswith("ENTRYPOINT"))
+    assert "airlock-proxy" in entry
+    assert any(line.startswith("HEALTHCHECK") and "/v1/health" in line for line in proxy)
+
+
+def test_sandbox_image_has_the_tools_the_ca_variables_and_drops_privileges() -> None:
+    sandbox = " ".join(dockerfile_stages()["sandbox"])
+    for package in ("git", "gh", "ripgrep", "ca-certificates", "tini"):
+        assert re.search(rf"apt-get install [^&]*\b{package}\b", sandbox), package
+    assert "/opt/airlock/bin/airlock-signed-commit /usr/local/bin/gh-signed-commit" in sandbox
+    assert (
+        "deploy/docker/sandbox-entrypoint.sh /usr/local/bin/airlock-sandbox-entrypoint" in sandbox
+    )
+    assert '"airlock-sandbox-entrypoint"' in sandbox
+    assert "[daemon]" in (" ".join(dockerfile_stages()["venv-sandbox"]))
+    # The image itself starts as root only so that the entrypoint can install the CA;
+    # test_sandbox_entrypoint.py checks that it then drops to the airlock user.
+    assert _final_user(dockerfile_stages()["sandbox"]) is None
+    entry_script = (REPO / "deploy" / "docker" / "sandbox-entrypoint.sh").read_text()
+    for var in ("SSL_CERT_FILE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE"):
+        assert f"export {var}=" in entry_script
+
+
+def test_images_install_the_wheel_by_file_never_by_name() -> None:
+    for stage in ("venv-sandbox", "venv-proxy", "venv-client"):
+        text = " ".join(dockerfile_stages()[stage])
+        assert re.search(r'pip install "\$\{w\}\[\w+\]"', text), stage
+        assert "pip install airlock" not in text
