@@ -117,7 +117,10 @@ class EgressPolicy:
     def _restore(self, data: ServerConnectionHookData) -> None:
         requested = self.ctx.connections.end_dial(data.server.id)
         if requested is not None:
-            data.server.address = requested
+            # mitmproxy forbids changing the address of an open connection (it
+            # would not redial); we only relabel the socket we already opened
+            # to the pinned address with the name it was opened for.
+            object.__setattr__(data.server, "address", requested)
 
     def server_connected(self, data: ServerConnectionHookData) -> None:
         self._restore(data)

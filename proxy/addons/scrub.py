@@ -62,3 +62,15 @@ class Scrub:
             trailers = flow.response.trailers
             fields = [(n, _replace(v, pairs)) for n, v in trailers.fields]
             trailers.fields = tuple(fields)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        """Server-to-client WebSocket messages are scrubbed too."""
+        pairs = self._pairs(flow)
+        if not pairs or flow.websocket is None or not flow.websocket.messages:
+            return
+        message = flow.websocket.messages[-1]
+        if message.from_client:
+            return
+        scrubbed = _replace(message.content, pairs)
+        if scrubbed != message.content:
+            message.content = scrubbed

@@ -1,0 +1,100 @@
+"""A real, throwaway ``redis-server`` on a free 127.0.0.1 port.
+
+No persistence (``--save ''``, no AOF), its own temp dir, killed on exit. When
+the binary is missing the test is skipped with a visible reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@dataclass
+class RedisServer:
+    port: int
+    process: subprocess.Popen[bytes]
+    directory: Path
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def start_redis() -> RedisServer:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    directory = Path(tempfile.mkdtemp(prefix="al-redis-"))
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(directory),
+            "--protected-mode", "yes",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = RedisServer(port=port, process=proc, directory=directory)
+    deadline = time.monotonic() + 10
+    while not _ping(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError("redis-server did not start")
+        time.sleep(0.05)
+    return server
+
+
+@contextlib.contextmanager
+def redis_server_sync() -> Iterator[RedisServer]:
+    server = start_redis()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def redis_server() -> AsyncIterator[str]:
+    """Yield the URL of a fresh redis-server; kill it on exit."""
+    with redis_server_sync() as server:
+        yield server.url
