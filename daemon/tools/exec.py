@@ -66,7 +66,7 @@ class CappedStream:
         return self.total > self.cap
 
     def text(self) -> str:
-        data = bytes(self._head) if self.keep == "head" else b"".join(self._tail)[-self.cap:]
+        data = bytes(self._head) if self.keep == "head" else b"".join(self._tail)[-self.cap :]
         return data.decode("utf-8", errors="replace")
 
 
@@ -75,6 +75,21 @@ async def _pump(reader: asyncio.StreamReader | None, sink: CappedStream) -> None
         return
     while chunk := await reader.read(_CHUNK):
         sink.feed(chunk)
+
+
+async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
+    """Return when the process has exited, even if a child still holds its pipes.
+
+    ``Process.wait()`` on this Python also waits for the pipes to close, so a
+    backgrounded grandchild would hold the call hostage; the return code is
+    known as soon as the process exits, so poll it beside ``wait()``.
+    """
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        while proc.returncode is None:
+            await asyncio.wait({waiter}, timeout=0.05)
+    finally:
+        waiter.cancel()
 
 
 def _kill_group(pgid: int) -> None:
@@ -126,11 +141,11 @@ async def exec_tool(ctx: ToolContext, req: ExecInput) -> ExecOutput:
                 await proc.stdin.drain()
             proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), timeout=req.timeout_s)
+            await asyncio.wait_for(_wait_exit(proc), timeout=req.timeout_s)
         except TimeoutError:
             timed_out = True
             _kill_group(pgid)
-            await proc.wait()
+            await _wait_exit(proc)
         # Children that kept the pipes open must not hold the call hostage.
         _done, pending = await asyncio.wait(pumps, timeout=_DRAIN_GRACE_S)
         if pending:

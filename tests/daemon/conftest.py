@@ -1,0 +1,55 @@
+"""Fixtures for the daemon's tests: a workspace, the in-process API, and the real socket.
+
+``tool_call`` is parametrised over both transports, so every case written
+against it runs in-process *and* through a real airlockd on a Unix socket.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airlock.daemon.context import DaemonConfig
+from airlock.daemon.workspace import Workspace
+from tests.fakes.daemon_harness import running_daemon
+
+ToolCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@pytest.fixture
+def workspace_dir(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def in_process(workspace_dir: Path, tmp_path: Path) -> Workspace:
+    return Workspace(
+        DaemonConfig(
+            workspace=workspace_dir,
+            artifacts_dir=tmp_path / "artifacts",
+            state_dir=tmp_path / "state",
+        )
+    )
+
+
+@pytest.fixture(params=["in_process", "socket"])
+async def tool_call(
+    request: pytest.FixtureRequest, workspace_dir: Path, in_process: Workspace
+) -> AsyncIterator[ToolCall]:
+    if request.param == "in_process":
+
+        async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+            result = await in_process.call(name, args)
+            return result.model_dump(mode="json")
+
+        yield call
+        return
+    base = Path(tempfile.mkdtemp(prefix="al-t-"))
+    async with running_daemon(workspace_dir, base_dir=base) as daemon, daemon.client() as client:
+        yield client.call
