@@ -126,7 +126,7 @@ class ProxyServer:
             ssl_insecure=False,
             http2=True,
             websocket=True,
-            connection_strategy="eager",
+            connection_strategy="lazy",
             block_global=False,
         )
         master.addons.add(  # type: ignore[no-untyped-call]

@@ -1,0 +1,74 @@
+"""Small helpers shared by the proxy tests: real clients, lease rules."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import subprocess
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+
+def placeholder() -> str:
+    return f"airlock-gh-{uuid.uuid4()}"
+
+
+def real_token(length: int = 40) -> str:
+    token = f"ghs_REAL{uuid.uuid4().hex}"
+    while len(token) < length:
+        token += uuid.uuid4().hex
+    return token[:length] if length >= 40 else token
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def api_rule(ph: str, token: str, host: str = "api.github.com") -> dict[str, Any]:
+    return {
+        "host": host,
+        "placeholder": ph,
+        "schemes": ["token", "bearer"],
+        "replace": {"scheme": "bearer", "token": token},
+    }
+
+
+def git_rule(ph: str, token: str, host: str = "github.com") -> dict[str, Any]:
+    return {
+        "host": host,
+        "placeholder": ph,
+        "schemes": ["basic"],
+        "replace": {"scheme": "basic", "token": token},
+    }
+
+
+async def run(
+    argv: list[str], env: Mapping[str, str], timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """Run a real client program without blocking the test's event loop."""
+    return await asyncio.to_thread(
+        subprocess.run, argv, env=dict(env), capture_output=True, text=True, timeout=timeout
+    )
+
+
+async def curl(env: Mapping[str, str], *args: str) -> tuple[int, str, str]:
+    """curl through the proxy: (HTTP status or 0, body, stderr)."""
+    result = await run(
+        ["curl", "-sS", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}", *args], env
+    )
+    body, _, code = result.stdout.rpartition("\n")
+    return int(code or 0), body, result.stderr
+
+
+async def curl_connect_status(env: Mapping[str, str], url: str) -> int:
+    """The proxy's answer to CONNECT (403, 407, ...) as curl reports it."""
+    result = await run(
+        ["curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_connect}", url], env
+    )
+    return int(result.stdout.strip() or 0)
+
+
+def proxy_ssl_context(ca_path: str) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=ca_path)
