@@ -85,6 +85,7 @@ class ProxyProcess:
     control_tcp: bool = False
     extra_args: Sequence[str] = ()
     port: int = 0
+    control_port: int = 0
     proxy_host: str = "127.0.0.1"
     control: str = ""
     control_token: str | None = None
@@ -135,7 +136,8 @@ class ProxyProcess:
     def start(self, timeout_s: float = 20.0) -> ProxyProcess:
         self.port = self.port or free_port()
         if self.control_tcp:
-            self.control = f"tcp://127.0.0.1:{free_port()}"
+            self.control_port = self.control_port or free_port()
+            self.control = f"tcp://127.0.0.1:{self.control_port}"
             self.control_token = self.control_token or os.urandom(16).hex()
         else:
             self._sock_dir = Path(tempfile.mkdtemp(prefix="al-"))
