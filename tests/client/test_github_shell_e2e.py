@@ -1,0 +1,340 @@
+"""The GitHub shell tool end to end: real gh and git, the real proxy, the local GitHub.
+
+The sandbox is a LocalSandbox whose environment holds only what a sandbox
+would: the session's proxy URL and the proxy CA. The real token exists only in
+the provider (this process), the proxy (lease) and the fake GitHub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airlock.client.github.shell import GitHubShell, GitHubShellDenied
+from airlock.client.providers import GitHubAppProvider
+from airlock.client.proxy import ProxyClient
+from airlock.client.sandboxes import LocalSandbox
+from airlock.proxy.protocol import SessionInfo
+from tests.fakes.github import FakeGitHub
+from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+
+pytestmark = pytest.mark.skipif(shutil.which("gh") is None, reason="gh is not installed")
+
+REPO = "acme/widgets"
+PERM = {"provider": "github", "repositories": [REPO], "access": "write"}
+
+SPY = """#!/bin/sh
+# Records what the sandboxed program sees, then runs the real program.
+env > "$AIRLOCK_SPY_DIR/env-$$"
+exec {real} "$@"
+"""
+
+
+@dataclass
+class Env:
+    gh: FakeGitHub
+    proxy: ProxyProcess
+    pc: ProxyClient
+    session: SessionInfo
+    shell: GitHubShell
+    provider: GitHubAppProvider
+    workspace: Path
+    spy_dir: Path
+    config_base: Path
+    clock: list[float]
+    sandbox_env: dict[str, str]
+
+    def call(self, command: str, **over: Any) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "command": command,
+            "permissions": [PERM],
+            "description": "test command",
+        }
+        data.update(over)
+        return data
+
+    def real_tokens(self) -> list[str]:
+        return [m.token for m in self.gh.mints]
+
+
+def _spy(path: Path, real: str) -> Path:
+    path.write_text(SPY.format(real=real))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    short = Path(tempfile.mkdtemp(prefix="al-gh-"))
+    async with FakeGitHub(tmp_path / "github", org="acme") as gh:
+        await gh.create_repo(REPO)
+        await gh.create_repo("acme/other")
+        async with running_proxy(
+            tmp_path / "proxy",
+            allow=["api.github.com", "github.com"],
+            resolve=gh.resolve,
+            upstream_ca=gh.ca_path,
+        ) as proxy:
+            pc = proxy.client()
+            session = await pc.create_session(allow=["api.github.com", "github.com"])
+            workspace = tmp_path / "ws"
+            workspace.mkdir()
+            spy_dir = tmp_path / "spy"
+            spy_dir.mkdir()
+            config_base = short / "cfg"
+            config_base.mkdir()
+            sandbox_env = proxy.client_env(session, AIRLOCK_SPY_DIR=str(spy_dir))
+            sandbox_env["HOME"] = str(tmp_path / "home")
+            (tmp_path / "home").mkdir()
+            clock = [time.time()]
+            provider = GitHubAppProvider(
+                gh.app_id,
+                gh.app_private_key_pem,
+                org="acme",
+                api_url=gh.api_url,
+                ssl_context=gh.ca.client_context(),
+                clock=lambda: clock[0],
+            )
+            shell = GitHubShell(
+                org="acme",
+                provider=provider,
+                proxy=pc,
+                session=session,
+                sandbox=LocalSandbox(base_env=sandbox_env),
+                workspace=str(workspace),
+                executables={
+                    "gh": [str(_spy(tmp_path / "gh-spy", shutil.which("gh") or "gh"))],
+                    "git": [str(_spy(tmp_path / "git-spy", shutil.which("git") or "git"))],
+                    "gh-signed-commit": [sys.executable, "-m", "airlock.daemon.signed_commit"],
+                },
+                config_dir_base=str(config_base),
+                timeout_s=60,
+            )
+            try:
+                yield Env(
+                    gh, proxy, pc, session, shell, provider, workspace, spy_dir,
+                    config_base, clock, sandbox_env,
+                )  # fmt: skip
+            finally:
+                await pc.aclose()
+                shutil.rmtree(short, ignore_errors=True)
+
+
+def _assert_sandbox_never_saw(env: Env, *outputs: str) -> None:
+    tokens = env.real_tokens()
+    assert tokens, "the test expected at least one mint"
+    seen = [p.read_text(errors="replace") for p in env.spy_dir.iterdir()]
+    files = [
+        p.read_bytes().decode(errors="replace") for p in env.workspace.rglob("*") if p.is_file()
+    ]
+    for token in tokens:
+        for text in (*seen, *files, *outputs, *env.sandbox_env.values()):
+            assert token not in text
+
+
+async def _leases(env: Env) -> list[Any]:
+    return await env.pc.list_leases(env.session.session_id)
+
+
+async def test_gh_pr_view_and_api_through_the_proxy(env: Env) -> None:
+    await env.gh.git(REPO, "branch", "topic", "main")
+    env.gh.add_pull_sync(REPO, title="Make widgets shinier", head="topic", body="Body text")
+    result = await env.shell.run(env.call("gh pr view 1"))
+    assert result.exit_code == 0, result.stderr
+    assert "Make widgets shinier" in result.stdout
+    api = await env.shell.run(env.call("gh api repos/acme/widgets"))
+    assert api.exit_code == 0, api.stderr
+    assert '"full_name":"acme/widgets"' in api.stdout.replace(" ", "")
+    # The fake saw the real token (the proxy swapped it in), never a placeholder.
+    api_requests = [r for r in env.gh.requests if r.listener == "api" and r.auth_kind != "jwt"]
+    assert api_requests and all(r.token in env.real_tokens() for r in api_requests)
+    # The sandboxed gh saw only the placeholder.
+    seen = "".join(p.read_text() for p in env.spy_dir.iterdir())
+    assert "GH_TOKEN=airlock-gh-" in seen
+    assert "GH_CONFIG_DIR=" in seen and "GH_PROMPT_DISABLED=1" in seen
+    _assert_sandbox_never_saw(env, result.stdout, result.stderr, api.stdout, api.stderr)
+    assert await _leases(env) == []
+    assert list(env.config_base.iterdir()) == []
+    # Two commands within the hour: one mint.
+    assert len(env.gh.mints) == 1
+
+
+async def test_echoed_token_comes_back_redacted(env: Env) -> None:
+    env.gh.echo_tokens = True
+    result = await env.shell.run(env.call("gh api user"))
+    assert result.exit_code == 0, result.stderr
+    token = env.real_tokens()[0]
+    assert token not in result.stdout
+    from airlock.client.github.redact import basic_credential
+
+    assert basic_credential(token) not in result.stdout
+    # Either the proxy scrubbed it to the placeholder or the tool redacted it.
+    assert "[redacted]" in result.stdout or "airlock-gh-" in result.stdout
+    _assert_sandbox_never_saw(env, result.stdout, result.stderr)
+
+
+async def test_clone_and_push_land_in_the_bare_repo(env: Env) -> None:
+    clone = await env.shell.run(env.call("gh repo clone acme/widgets"))
+    assert clone.exit_code == 0, clone.stderr
+    wc = env.workspace / "widgets"
+    assert (wc / "README.md").exists()
+    (wc / "feature.txt").write_text("feature\n")
+    git_env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(env.workspace.parent)}
+    for args in (
+        ["add", "feature.txt"],
+        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "feature"],
+    ):
+        proc = await asyncio.create_subprocess_exec("git", *args, cwd=wc, env=git_env)
+        assert await proc.wait() == 0
+    push = await env.shell.run(
+        env.call("git push origin HEAD:refs/heads/x", working_directory="widgets")
+    )
+    assert push.exit_code == 0, push.stderr
+    local = await asyncio.create_subprocess_exec(
+        "git", "rev-parse", "HEAD", cwd=wc, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await local.communicate()
+    assert await env.gh.head_sha(REPO, "x") == out.decode().strip()
+    # git ran with the hardening the contract asks for.
+    seen = "".join(p.read_text() for p in env.spy_dir.iterdir())
+    assert "GIT_CONFIG_KEY_" in seen and "core.hooksPath" in seen
+    assert "extraheader" in seen
+    _assert_sandbox_never_saw(env, clone.stdout, clone.stderr, push.stdout, push.stderr)
+    assert await _leases(env) == []
+    # An ssh-style origin of the same repository is rewritten to https and works.
+    proc = await asyncio.create_subprocess_exec(
+        "git", "remote", "set-url", "origin", "git@github.com:acme/widgets.git", cwd=wc
+    )
+    assert await proc.wait() == 0
+    fetch = await env.shell.run(env.call("git fetch origin x", working_directory="widgets"))
+    assert fetch.exit_code == 0, fetch.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "over"),
+    [
+        ("gh pr view 1 --repo acme/other", {}),
+        ("gh pr view 1 -R acme/other", {}),
+        ("gh pr view 1 --repo=acme/other", {}),
+        ("gh repo clone acme/other", {}),
+        ("gh repo view acme/other", {}),
+        ("gh repo fork acme/other", {}),
+        ("gh pr view 1", {"permissions": [{**PERM, "repositories": ["evil/widgets"]}]}),
+        ("gh pr view 1", {"working_directory": "../outside"}),
+        ("gh pr view 1", {"permissions": []}),
+        ("gh pr view 1", {"permissions": [PERM, PERM]}),
+        ("gh pr view 1", {"permissions": [{**PERM, "access": "read"}]}),
+        ("git push origin main", {}),  # the workspace is not a git checkout
+        ("gh-signed-commit --branch b -m x", {}),
+        ("GH_TOKEN=x gh auth status", {}),
+        ("gh pr view $(printenv)", {}),
+    ],
+)
+async def test_refusals_mint_nothing(env: Env, command: str, over: dict[str, Any]) -> None:
+    with pytest.raises(GitHubShellDenied) as info:
+        await env.shell.run(env.call(command, **over))
+    assert info.value.reason
+    assert env.gh.mints == []
+    assert not any(r.path.endswith("/access_tokens") for r in env.gh.requests)
+    assert await _leases(env) == []
+    denied = await env.shell.invoke(env.call(command, **over))
+    assert denied["type"] == "denied"
+
+
+async def test_git_refusals_in_a_checkout_mint_nothing(env: Env, tmp_path: Path) -> None:
+    wc = env.workspace / "repo"
+    (wc / "sub").mkdir(parents=True)
+    for args in (["init", "-q"], ["remote", "add", "origin", "https://github.com/acme/other.git"]):
+        proc = await asyncio.create_subprocess_exec("git", *args, cwd=wc)
+        assert await proc.wait() == 0
+    with pytest.raises(GitHubShellDenied, match=r"not https://github\.com/acme/widgets\.git"):
+        await env.shell.run(env.call("git fetch origin", working_directory="repo"))
+    with pytest.raises(GitHubShellDenied, match="top level"):
+        await env.shell.run(env.call("git fetch origin", working_directory="repo/sub"))
+    with pytest.raises(GitHubShellDenied, match="remote origin"):
+        await env.shell.run(env.call("git fetch upstream", working_directory="repo"))
+    assert env.gh.mints == []
+
+
+async def test_expired_token_is_reminted(env: Env) -> None:
+    first = await env.shell.run(env.call("gh api repos/acme/widgets --jq .name"))
+    second = await env.shell.run(env.call("gh api repos/acme/widgets --jq .name"))
+    assert first.stdout.strip() == second.stdout.strip() == "widgets"
+    assert len(env.gh.mints) == 1
+    env.clock[0] += 3600  # an hour later the cached token has expired
+    third = await env.shell.run(env.call("gh api repos/acme/widgets --jq .name"))
+    assert third.exit_code == 0, third.stderr
+    assert len(env.gh.mints) == 2
+
+
+async def test_failure_and_cancellation_clean_up(env: Env) -> None:
+    failed = await env.shell.run(env.call("gh pr view 999"))
+    assert failed.exit_code not in (0, None)
+    assert await _leases(env) == []
+    assert list(env.config_base.iterdir()) == []
+
+    env.gh.delays["/user"] = 30
+    task = asyncio.create_task(env.shell.run(env.call("gh api user")))
+    for _ in range(400):
+        if any(r.path == "/user" for r in env.gh.requests):
+            break
+        await asyncio.sleep(0.05)
+    assert any(r.path == "/user" for r in env.gh.requests)
+    assert len(await _leases(env)) == 1
+    assert len(list(env.config_base.iterdir())) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _leases(env) == []
+    assert list(env.config_base.iterdir()) == []
+
+
+async def test_output_keeps_the_tail(env: Env) -> None:
+    env.shell.max_output_bytes = 300
+    result = await env.shell.run(env.call("gh api repos/acme/widgets"))
+    assert result.exit_code == 0
+    assert result.stdout.startswith("[output truncated: showing final 300 bytes]\n")
+    assert result.stdout_truncated
+    assert result.stdout.rstrip().endswith("}")
+
+
+async def test_commands_of_a_session_are_serialised(env: Env) -> None:
+    env.gh.delays["/user"] = 0.5
+    results = await asyncio.gather(
+        *(env.shell.run(env.call("gh api user --jq .login")) for _ in range(3))
+    )
+    assert all(r.exit_code == 0 for r in results)
+    starts = [i for i, r in enumerate(env.gh.requests) if r.path == "/user"]
+    assert len(starts) == 3
+    assert len(env.gh.mints) == 1
+
+
+async def test_signed_commit_through_the_shell(env: Env) -> None:
+    clone = await env.shell.run(env.call("gh repo clone acme/widgets"))
+    assert clone.exit_code == 0, clone.stderr
+    wc = env.workspace / "widgets"
+    (wc / "signed.txt").write_text("signed\n")
+    proc = await asyncio.create_subprocess_exec("git", "add", "signed.txt", cwd=wc)
+    assert await proc.wait() == 0
+    result = await env.shell.run(
+        env.call(
+            "gh-signed-commit --repo acme/widgets --branch signed -m 'Add signed file'",
+            working_directory="widgets",
+        )
+    )
+    assert result.exit_code == 0, result.stderr
+    oid = await env.gh.head_sha(REPO, "signed")
+    assert oid is not None and oid in env.gh.verified_commits
+    assert oid in result.stdout
+    _assert_sandbox_never_saw(env, result.stdout, result.stderr)
