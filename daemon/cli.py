@@ -124,7 +124,7 @@ async def serve(args: argparse.Namespace) -> int:
     workspace = Workspace(config)
     await workspace.startup()
     app = build_app(workspace, token_file=args.token_file)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=30.0)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=30.0, access_log=None)
     await runner.setup()
     claim_socket_path(socket_path)
     unix_site = web.UnixSite(runner, str(socket_path))
@@ -133,7 +133,7 @@ async def serve(args: argparse.Namespace) -> int:
     if args.listen:
         url = urlparse(args.listen)
         tcp_app = build_app(workspace, token_file=args.token_file, require_token=True)
-        tcp_runner = web.AppRunner(tcp_app, handler_cancellation=True)
+        tcp_runner = web.AppRunner(tcp_app, handler_cancellation=True, access_log=None)
         await tcp_runner.setup()
         await web.TCPSite(tcp_runner, url.hostname or "127.0.0.1", url.port or 7070).start()
     else:

@@ -180,7 +180,7 @@ async def call_tool(request: web.Request) -> web.Response:
     finally:
         state.metrics.in_flight -= 1
         state.metrics.observe(name, outcome, time.monotonic() - started)
-    return _json(result.model_dump(mode="json"))
+    return web.Response(body=result.model_dump_json().encode(), content_type="application/json")
 
 
 def build_app(

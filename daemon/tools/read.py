@@ -39,6 +39,14 @@ def sniff_image(head: bytes) -> str | None:
     return None
 
 
+def _resolve_and_read(
+    ctx: ToolContext, raw: str, granted: list[str], offset: int, limit: int, budget: int
+) -> TextFile | ImageFile:
+    """Resolution stats every path component, so it runs in the same worker thread as the read."""
+    resolved = ctx.resolve(raw, intent="read", granted=granted)
+    return _read_sync(ctx, resolved, offset, limit, budget)
+
+
 def _read_sync(
     ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int, budget: int
 ) -> TextFile | ImageFile:
@@ -138,9 +146,8 @@ def page_text(
 
 
 async def file_read(ctx: ToolContext, req: FileReadInput) -> TextFile | ImageFile:
-    resolved = ctx.resolve(req.path, intent="read", granted=req.granted_paths)
     return await asyncio.to_thread(
-        _read_sync, ctx, resolved, req.offset, req.limit, req.budget_chars
+        _resolve_and_read, ctx, req.path, req.granted_paths, req.offset, req.limit, req.budget_chars
     )
 
 
@@ -161,8 +168,9 @@ async def file_multi_read(ctx: ToolContext, req: FileMultiReadInput) -> FileMult
             )
             continue
         try:
-            resolved = ctx.resolve(raw, intent="read", granted=req.granted_paths)
-            result = await asyncio.to_thread(_read_sync, ctx, resolved, 1, 100000, remaining)
+            result = await asyncio.to_thread(
+                _resolve_and_read, ctx, raw, req.granted_paths, 1, 100000, remaining
+            )
         except AirlockError as exc:
             files.append(
                 FileReadError(path=raw, error=ErrorBody(code=exc.code, message=exc.message))
