@@ -1,15 +1,134 @@
-"""``apply_patch`` (placeholder until the patch engine lands)."""
+"""``apply_patch``: the Codex-format patch engine, atomic and crash-safe.
+
+parse (parser.py) -> resolve paths -> lock the root and the files -> plan every
+chunk in memory (planner.py, matcher.py) -> re-check and write with a journal
+(committer.py, journal.py). ``recover`` replays unfinished journals at start-up.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from airlock.daemon.apply_patch.committer import commit, failure_error
+from airlock.daemon.apply_patch.journal import journal_root, recover_all
+from airlock.daemon.apply_patch.parser import parse_patch
+from airlock.daemon.apply_patch.planner import PlannedChange, resolve_operations
+from airlock.daemon.apply_patch.planner import plan_changes as _plan_changes
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import Internal
-from airlock.daemon.protocol import ApplyPatchInput, ApplyPatchOutput
+from airlock.daemon.errors import InvalidRequest, NotFound, PathEscape
+from airlock.daemon.fsio import CommitFailed
+from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.protocol import AppliedFile, ApplyPatchInput, ApplyPatchOutput
+from airlock.daemon.tools.editing import editing
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_LETTER = {"add": "A", "update": "M", "move": "M", "delete": "D"}
+
+
+async def _finish_even_if_cancelled(work: Awaitable[T]) -> T:
+    """Let a started write run to its end (and its locks be held) even if the caller goes."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
+
+
+def _resolve_root(ctx: ToolContext, req: ApplyPatchInput) -> ResolvedPath:
+    root = ctx.resolve(req.root, intent="write", granted=req.granted_paths)
+    if not root.real.exists():
+        raise NotFound(
+            f"the patch root {req.root!r} does not exist; pass an existing directory as root",
+            {"root": req.root},
+        )
+    if not root.real.is_dir():
+        raise InvalidRequest(
+            f"the patch root {req.root!r} is a file; pass a directory as root", {"root": req.root}
+        )
+    return root
+
+
+def _allowed_roots(ctx: ToolContext, granted: Sequence[str]) -> list[Path]:
+    roots = [ctx.roots.workspace, *ctx.roots.extra]
+    roots.extend(Path(g) for g in granted if Path(g).is_absolute())
+    return roots
+
+
+def _summary(changes: Sequence[PlannedChange]) -> str:
+    lines = ["Success. Updated the following files:"]
+    for change in changes:
+        line = f"{_LETTER[change.operation]} {change.path.display}"
+        if change.previous is not None:
+            line += f" (moved from {change.previous.display})"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutput:
-    raise Internal("apply_patch is not available in this build")
+    ops = await asyncio.to_thread(parse_patch, req.patch)
+    root = await asyncio.to_thread(_resolve_root, ctx, req)
+    resolved_ops = await asyncio.to_thread(resolve_operations, ctx, root, ops, req.granted_paths)
+    touched: list[ResolvedPath] = []
+    for item in resolved_ops:
+        touched.append(item.path)
+        if item.move_to is not None:
+            touched.append(item.move_to)
+
+    def recheck() -> None:
+        for path in touched:
+            ctx.roots.recheck(path)
+            if not path.real.is_relative_to(root.real):
+                raise PathEscape(
+                    f"{path.display} left the patch root while the patch was planned; "
+                    "nothing was written",
+                    {"path": path.display},
+                )
+
+    async with (
+        ctx.root_locks.hold([root.root]),
+        editing(ctx, touched, diagnostics=req.diagnostics) as tracker,
+    ):
+        changes = await asyncio.to_thread(_plan_changes, ctx, resolved_ops)
+        writes = [w for change in changes for w in change.writes]
+        await tracker.before_write()
+        try:
+            await _finish_even_if_cancelled(
+                asyncio.to_thread(
+                    commit,
+                    writes,
+                    journal_root=journal_root(ctx.config.state, ctx.roots.workspace),
+                    allowed_roots=_allowed_roots(ctx, req.granted_paths),
+                    recheck=recheck,
+                )
+            )
+        except CommitFailed as exc:
+            raise failure_error(exc) from exc
+        found, skipped = await tracker.finish()
+    return ApplyPatchOutput(
+        files=[
+            AppliedFile(
+                operation=change.operation,
+                path=change.path.display,
+                previous_path=change.previous.display if change.previous is not None else None,
+            )
+            for change in changes
+        ],
+        summary=_summary(changes),
+        diagnostics=found,
+        diagnostics_skipped=skipped,
+    )
 
 
 async def recover(ctx: ToolContext) -> None:
-    """Finish or undo patches interrupted by a crash (journal replay)."""
+    """Finish or undo patches interrupted by a crash (journal replay), before serving."""
+    root = journal_root(ctx.config.state, ctx.roots.workspace)
+    results = await asyncio.to_thread(recover_all, root, [ctx.roots.workspace, *ctx.roots.extra])
+    if any(results):
+        log.warning("apply_patch: rolled back %d interrupted patch(es)", sum(map(bool, results)))

@@ -1,0 +1,124 @@
+"""Write a planned patch: re-check, journal, apply in order, roll back on failure.
+
+Runs in a worker thread under the patch root's lock and every touched file's
+lock. The order is what makes each step safe:
+
+1. re-read every target and compare with what was planned (``stale_write``);
+2. write the journal (before-images fsynced) before the first rename;
+3. apply each write with the one atomic writer (adds are exclusive, so they
+   never clobber a file that appeared meanwhile);
+4. on an ``OSError``, undo what landed in reverse order, never clobbering a
+   file someone changed after we wrote it, remove directories we created, and
+   report what was and was not restored;
+5. remove the journal: the commit point.
+
+A crash anywhere between 2 and 5 leaves the journal, which the next start-up
+replays (:mod:`airlock.daemon.apply_patch.journal`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from airlock.daemon.apply_patch.journal import Journal, missing_dirs
+from airlock.daemon.errors import Internal, StaleWrite
+from airlock.daemon.fsio import CommitFailed, PlannedWrite, apply_one, undo_one
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except (IsADirectoryError, NotADirectoryError):
+        return b"\x00<not a regular file>"
+
+
+def verify_unchanged(writes: Sequence[PlannedWrite]) -> None:
+    """Every target still holds what was planned against (or is still absent)."""
+    stale: list[str] = []
+    for write in writes:
+        current = _current(write.target)
+        if write.before is None:
+            if current is not None or os.path.lexists(write.target):
+                stale.append(f"{write.display} (it now exists)")
+        elif current != write.before:
+            stale.append(write.display)
+    if stale:
+        raise StaleWrite(
+            f"{', '.join(stale)} changed while the patch was being prepared; re-read "
+            + ("it" if len(stale) == 1 else "them")
+            + " and send the patch again. Nothing was written.",
+            {"paths": stale},
+        )
+
+
+def roll_back(
+    done: Sequence[PlannedWrite], created_dirs: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    restored: list[str] = []
+    unrestored: list[str] = []
+    for landed in reversed(done):
+        try:
+            ok = undo_one(landed)
+        except OSError:
+            ok = False
+        (restored if ok else unrestored).append(landed.display)
+    for made in reversed(created_dirs):
+        with contextlib.suppress(OSError):
+            os.rmdir(made)
+    return restored, unrestored
+
+
+def commit(
+    writes: Sequence[PlannedWrite],
+    *,
+    journal_root: Path,
+    allowed_roots: Sequence[Path],
+    recheck: Callable[[], None],
+) -> None:
+    """Apply ``writes`` whole or not at all (see the module docstring)."""
+    if not writes:
+        return
+    recheck()
+    verify_unchanged(writes)
+    created = missing_dirs(writes)
+    journal = Journal.begin(journal_root, writes, created_dirs=created, allowed_roots=allowed_roots)
+    done: list[PlannedWrite] = []
+    for write in writes:
+        try:
+            apply_one(write)
+        except OSError as exc:
+            restored, unrestored = roll_back(done, created)
+            journal.close()
+            raise CommitFailed(write, exc, restored, unrestored) from exc
+        done.append(write)
+    journal.close()
+
+
+def failure_error(exc: CommitFailed) -> Internal:
+    """The model-facing error for a write that failed after others landed."""
+    return Internal(
+        f"writing {exc.failed.display} failed ({exc.cause}); "
+        + (
+            f"rolled back: {', '.join(exc.restored)}. "
+            if exc.restored
+            else "nothing had been written yet. "
+        )
+        + (
+            f"could NOT roll back (changed by someone else meanwhile): "
+            f"{', '.join(exc.unrestored)}. "
+            if exc.unrestored
+            else ""
+        )
+        + "Fix the cause (permissions, disk space) and send the patch again.",
+        {
+            "failed": exc.failed.display,
+            "rolled_back": exc.restored,
+            "not_rolled_back": exc.unrestored,
+        },
+    )

@@ -1,0 +1,289 @@
+"""Place every chunk of one Update in the file's current lines, in memory.
+
+Rules (DESIGN.md, apply_patch): a cursor that only moves forward; hints first
+(stacked ``@@`` lines, each a trimmed starts-with through the same passes);
+then the old lines through the four passes of :mod:`airlock.daemon.matching`,
+the first pass with any match winning; more than one match with nothing to
+choose between them is refused rather than guessed. Every failure is
+collected so one error can name them all.
+
+Context lines keep the file's own text (so a typographic or whitespace-loose
+match never rewrites lines the patch did not mean to change); when a loose
+pass matched with one consistent indentation offset, added lines are shifted
+by it, the way ``file_patch`` re-indents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from airlock.daemon.apply_patch.parser import Chunk
+from airlock.daemon.matching import LINE_PASSES, LineIndex, MatchPass, closest_excerpt
+
+HINT_PASSES = (MatchPass.EXACT, MatchPass.TYPOGRAPHIC)  # starts-with already trims
+MAX_SHOWN_LINES = 20
+FailureCode = Literal["hunk_not_found", "ambiguous_match"]
+
+
+@dataclass(frozen=True)
+class ChunkFailure:
+    code: FailureCode
+    message: str
+    details: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Edit:
+    start: int
+    length: int
+    lines: list[str]
+
+
+@dataclass
+class ChunkResult:
+    lines: list[str]
+    failures: list[ChunkFailure]
+    passes: list[MatchPass]
+
+
+def _leading(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _indent_offset(old: Sequence[str], matched: Sequence[str]) -> tuple[str, str] | None:
+    """The one (kind, unit) indentation change mapping ``old`` onto ``matched``, if any."""
+    offsets: set[tuple[str, str]] = set()
+    for want, have in zip(old, matched, strict=True):
+        if not want.strip():
+            continue
+        o, c = _leading(want), _leading(have)
+        if o == c:
+            offsets.add(("add", ""))
+        elif c.endswith(o):
+            offsets.add(("add", c[: len(c) - len(o)]))
+        elif o.endswith(c):
+            offsets.add(("remove", o[: len(o) - len(c)]))
+        else:
+            return None
+    if len(offsets) != 1:
+        return None
+    kind, unit = offsets.pop()
+    return None if not unit else (kind, unit)
+
+
+def _shift(line: str, offset: tuple[str, str] | None) -> str:
+    if offset is None or not line.strip():
+        return line
+    kind, unit = offset
+    if kind == "add":
+        return unit + line
+    return line[len(unit) :] if line.startswith(unit) else line
+
+
+def _replacement(
+    chunk_lines: Sequence[tuple[str, str]],
+    file_lines: Sequence[str],
+    start: int,
+    match_pass: MatchPass,
+) -> list[str]:
+    """The lines replacing the matched span: file text for context, patch text for additions."""
+    offset = None
+    if match_pass in (MatchPass.INDENTATION, MatchPass.TYPOGRAPHIC):
+        old = [text for tag, text in chunk_lines if tag != "+"]
+        offset = _indent_offset(old, file_lines[start : start + len(old)])
+    out: list[str] = []
+    i = start
+    for tag, text in chunk_lines:
+        if tag == " ":
+            out.append(file_lines[i])
+            i += 1
+        elif tag == "-":
+            i += 1
+        else:
+            out.append(_shift(text, offset))
+    return out
+
+
+def _show(lines: Sequence[str], prefix: str) -> str:
+    shown = [f"{prefix}{x}" for x in lines[:MAX_SHOWN_LINES]]
+    if len(lines) > MAX_SHOWN_LINES:
+        shown.append(f"... ({len(lines) - MAX_SHOWN_LINES} more lines)")
+    return "\n".join(shown)
+
+
+class ChunkPlacer:
+    """Places one file's chunks; build once per file, call :meth:`place` once."""
+
+    def __init__(self, lines: list[str], display: str) -> None:
+        self.lines = lines
+        self.display = display
+        self.index = LineIndex(lines)
+
+    def _seek_hint(self, hint: str, start: int) -> int | None:
+        for match_pass in HINT_PASSES:
+            found = self.index.line_starts_with(hint, start, match_pass)
+            if found is not None:
+                return found
+        return None
+
+    def _find(
+        self, needle: Sequence[str], start: int, end: int | None
+    ) -> tuple[MatchPass | None, list[int]]:
+        if end is not None and end < start:
+            return None, []
+        return self.index.find_first_pass(needle, start, end, LINE_PASSES)
+
+    def place(self, chunks: Sequence[Chunk]) -> ChunkResult:
+        edits: list[Edit] = []
+        failures: list[ChunkFailure] = []
+        passes: list[MatchPass] = []
+        cursor = 0
+        for number, chunk in enumerate(chunks, 1):
+            label = f"{self.display}: chunk {number} (patch line {chunk.line_number})"
+            pos = cursor
+            hint_line: int | None = None
+            missing_hint: str | None = None
+            for hint in chunk.hints:
+                found_hint = self._seek_hint(hint, pos)
+                if found_hint is None:
+                    missing_hint = hint
+                    break
+                hint_line = found_hint
+                pos = found_hint + 1
+            if missing_hint is not None:
+                failures.append(self._hint_failure(label, number, missing_hint, pos))
+                continue
+            chunk_lines = list(chunk.lines)
+            old = [text for tag, text in chunk_lines if tag != "+"]
+            if not old:
+                at = self._insertion_point(chunk, hint_line, pos)
+                edits.append(Edit(at, 0, [text for _, text in chunk_lines]))
+                if hint_line is not None or chunk.range_start is not None:
+                    cursor = at
+                continue
+            match_pass, found = self._locate(chunk, old, pos)
+            if not found and chunk_lines[-1] == (" ", ""):
+                # A blank line closing a chunk is as often a separator as context.
+                chunk_lines.pop()
+                old.pop()
+                if old:
+                    match_pass, found = self._locate(chunk, old, pos)
+            if not found or match_pass is None:
+                failures.append(self._not_found(label, number, chunk, old, pos))
+                continue
+            start = found[0]
+            if len(found) > 1 and hint_line is None:
+                chosen = self._tie_break(chunk, found)
+                if chosen is None:
+                    failures.append(self._ambiguous(label, number, old, found, match_pass))
+                    continue
+                start = chosen
+            passes.append(match_pass)
+            edits.append(
+                Edit(start, len(old), _replacement(chunk_lines, self.lines, start, match_pass))
+            )
+            cursor = start + len(old)
+        if failures:
+            return ChunkResult([], failures, passes)
+        return ChunkResult(self._apply(edits), [], passes)
+
+    def _insertion_point(self, chunk: Chunk, hint_line: int | None, pos: int) -> int:
+        if chunk.end_of_file:
+            return len(self.lines)
+        if hint_line is not None:
+            return hint_line + 1
+        if chunk.range_start is not None:
+            # Unified diff: "-N,0" inserts after line N; otherwise before line N.
+            at = chunk.range_start if chunk.range_count == 0 else chunk.range_start - 1
+            return min(max(at, pos), len(self.lines))
+        return len(self.lines)
+
+    def _locate(
+        self, chunk: Chunk, old: Sequence[str], pos: int
+    ) -> tuple[MatchPass | None, list[int]]:
+        if chunk.end_of_file:
+            at = len(self.lines) - len(old)
+            if at < pos:
+                return None, []
+            return self._find(old, at, at)
+        return self._find(old, pos, None)
+
+    @staticmethod
+    def _tie_break(chunk: Chunk, found: list[int]) -> int | None:
+        """A unified range header's old start picks the nearest candidate, if unique."""
+        if chunk.range_start is None:
+            return None
+        want = chunk.range_start - 1
+        ranked = sorted(found, key=lambda p: abs(p - want))
+        if abs(ranked[0] - want) == abs(ranked[1] - want):
+            return None
+        return ranked[0]
+
+    def _apply(self, edits: list[Edit]) -> list[str]:
+        edits.sort(key=lambda e: e.start)  # stable: EOF insertions keep patch order
+        out: list[str] = []
+        prev = 0
+        for edit in edits:
+            out.extend(self.lines[prev : edit.start])
+            out.extend(edit.lines)
+            prev = max(prev, edit.start + edit.length)
+        out.extend(self.lines[prev:])
+        return out
+
+    # ------------------------------------------------------------ failure messages
+
+    def _hint_failure(self, label: str, chunk_number: int, hint: str, pos: int) -> ChunkFailure:
+        excerpt = closest_excerpt(self.lines, [hint])
+        return ChunkFailure(
+            "hunk_not_found",
+            f"{label}: the context hint '@@ {hint}' matches no line at or after line "
+            f"{pos + 1}. The closest current lines are:\n{excerpt}\n"
+            "Re-read the file and rewrite only this hunk.",
+            {
+                "path": self.display,
+                "chunk": chunk_number,
+                "hint": hint,
+                "closest": excerpt,
+            },
+        )
+
+    def _not_found(
+        self, label: str, chunk_number: int, chunk: Chunk, old: Sequence[str], pos: int
+    ) -> ChunkFailure:
+        excerpt = closest_excerpt(self.lines, old)
+        where = " at the end of the file" if chunk.end_of_file else ""
+        after = f" at or after line {pos + 1}" if pos and not chunk.end_of_file else ""
+        return ChunkFailure(
+            "hunk_not_found",
+            f"{label}: these lines were not found{where}{after}:\n{_show(old, '  ')}\n"
+            f"The closest current lines are:\n{excerpt}\n"
+            "Re-read the file and rewrite only this hunk.",
+            {
+                "path": self.display,
+                "chunk": chunk_number,
+                "expected": list(old[:MAX_SHOWN_LINES]),
+                "closest": excerpt,
+            },
+        )
+
+    def _ambiguous(
+        self,
+        label: str,
+        chunk_number: int,
+        old: Sequence[str],
+        found: list[int],
+        match_pass: MatchPass,
+    ) -> ChunkFailure:
+        numbers = [p + 1 for p in found]
+        how = "" if match_pass is MatchPass.EXACT else f" (compared {match_pass.value})"
+        return ChunkFailure(
+            "ambiguous_match",
+            f"{label}: these lines match {len(found)} places{how}, at lines "
+            f"{', '.join(map(str, numbers[:50]))}:\n{_show(old, '  ')}\n"
+            "Add an '@@ <line that starts the enclosing function or class>' hint or more "
+            "context lines so the chunk matches one place. Re-read the file and rewrite only "
+            "this hunk.",
+            {"path": self.display, "chunk": chunk_number, "lines": numbers},
+        )

@@ -1,0 +1,258 @@
+"""Turn parsed operations into planned writes, entirely in memory.
+
+Two steps, because locks need real paths before anything is read:
+
+* :func:`resolve_operations` resolves every path through the one resolver
+  (and keeps it inside the patch root), and refuses two operations on one
+  real file (a symlinked alias counts);
+* :func:`plan_changes`, run under the locks, reads each file, places every
+  chunk, and produces the exact bytes to write, or one error that lists every
+  failure at once, so a model can fix the whole patch in one round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from airlock.daemon.apply_patch.matcher import ChunkPlacer
+from airlock.daemon.apply_patch.parser import AddFile, DeleteFile, Operation, UpdateFile
+from airlock.daemon.context import ToolContext
+from airlock.daemon.errors import (
+    AirlockError,
+    AmbiguousMatch,
+    BinaryFile,
+    Conflict,
+    GeneratedFile,
+    HunkNotFound,
+    IsDirectory,
+    NotFound,
+    PatchParseError,
+    PathEscape,
+    TooLarge,
+)
+from airlock.daemon.fsio import PlannedWrite, read_file_bytes
+from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.text import decode, split_lines
+
+OperationName = Literal["add", "update", "move", "delete"]
+
+# When failures of several kinds are collected, the error's code is the first
+# kind present in this order: a path problem masks everything after it.
+PRECEDENCE: tuple[type[AirlockError], ...] = (
+    PathEscape,
+    GeneratedFile,
+    PatchParseError,
+    NotFound,
+    IsDirectory,
+    Conflict,
+    BinaryFile,
+    TooLarge,
+    HunkNotFound,
+    AmbiguousMatch,
+)
+
+
+@dataclass(frozen=True)
+class ResolvedOperation:
+    op: Operation
+    path: ResolvedPath
+    move_to: ResolvedPath | None  # None also when the move target is the file itself
+
+
+@dataclass
+class PlannedChange:
+    operation: OperationName
+    path: ResolvedPath
+    previous: ResolvedPath | None
+    writes: list[PlannedWrite] = field(default_factory=list)
+
+
+def combine(errors: Sequence[AirlockError]) -> AirlockError:
+    """One error for every failure: the highest-precedence code, every message numbered."""
+    if len(errors) == 1:
+        only = errors[0]
+        only.message = f"{only.message} Nothing was written."
+        return only
+    rank = {cls: i for i, cls in enumerate(PRECEDENCE)}
+    lead = min(errors, key=lambda e: rank.get(type(e), len(rank)))
+    body = "\n\n".join(f"{i}. {e.message}" for i, e in enumerate(errors, 1))
+    return type(lead)(
+        f"The patch has {len(errors)} problems; nothing was written.\n\n{body}",
+        {"failures": [{"code": str(e.code), "message": e.message, **e.details} for e in errors]},
+    )
+
+
+def _resolve_in_root(
+    ctx: ToolContext, root: ResolvedPath, rel: str, granted: Sequence[str]
+) -> ResolvedPath:
+    resolved = ctx.resolve(str(root.real / rel), intent="write", granted=granted)
+    if not resolved.real.is_relative_to(root.real):
+        raise PathEscape(
+            f"{rel!r} resolves to {resolved.real}, outside the patch root {root.display} "
+            "(through a symlink); patch only files inside the root.",
+            {"path": rel},
+        )
+    return resolved
+
+
+def resolve_operations(
+    ctx: ToolContext, root: ResolvedPath, ops: Sequence[Operation], granted: Sequence[str]
+) -> list[ResolvedOperation]:
+    errors: list[AirlockError] = []
+    out: list[ResolvedOperation] = []
+    owners: dict[Path, str] = {}
+    for op in ops:
+        try:
+            path = _resolve_in_root(ctx, root, op.path, granted)
+            move_to = None
+            if isinstance(op, UpdateFile) and op.move_to is not None:
+                dest = _resolve_in_root(ctx, root, op.move_to, granted)
+                move_to = None if dest.real == path.real else dest
+        except AirlockError as exc:
+            errors.append(exc)
+            continue
+        for target, raw in ((path, op.path), (move_to, getattr(op, "move_to", None))):
+            if target is None:
+                continue
+            if target.real in owners:
+                errors.append(
+                    PatchParseError(
+                        f"{raw!r} and {owners[target.real]!r} are the same file "
+                        f"({target.display}); two operations may not touch one file. "
+                        "Combine them into one section.",
+                        {"path": target.display},
+                    )
+                )
+            owners[target.real] = str(raw)
+        out.append(ResolvedOperation(op, path, move_to))
+    if errors:
+        raise combine(errors)
+    return out
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _check_creatable(target: ResolvedPath, what: str) -> None:
+    """Nothing at ``target``, and every existing ancestor a directory."""
+    if os.path.lexists(target.real):
+        kind = "a directory" if os.path.isdir(target.real) else "a file"
+        raise Conflict(
+            f"{target.display} already exists ({kind}); {what} never overwrites. Update or "
+            "delete it in a separate patch, or pick another path.",
+            {"path": target.display},
+        )
+    parent = target.real.parent
+    while not os.path.lexists(parent):
+        parent = parent.parent
+    if not os.path.isdir(parent):
+        raise Conflict(
+            f"{target.display} cannot be created: {parent} is a file, not a directory.",
+            {"path": target.display},
+        )
+
+
+def _read(ctx: ToolContext, target: ResolvedPath) -> bytes:
+    return read_file_bytes(target.real, display=target.display, max_bytes=ctx.config.max_text_bytes)
+
+
+def _plan_add(op: AddFile, target: ResolvedPath) -> PlannedChange:
+    _check_creatable(target, "Add File")
+    text = "".join(f"{line}\n" for line in op.lines)
+    write = PlannedWrite(
+        target.real, before=None, after=text.encode("utf-8"), display=target.display
+    )
+    return PlannedChange("add", target, None, [write])
+
+
+def _plan_delete(ctx: ToolContext, target: ResolvedPath) -> PlannedChange:
+    data = _read(ctx, target)
+    write = PlannedWrite(
+        target.real, before=data, after=None, display=target.display, mode=_mode(target.real)
+    )
+    return PlannedChange("delete", target, None, [write])
+
+
+def _plan_update(
+    ctx: ToolContext, op: UpdateFile, source: ResolvedPath, dest: ResolvedPath | None
+) -> tuple[PlannedChange | None, list[AirlockError]]:
+    data = _read(ctx, source)
+    decoded = decode(data, path=source.display)
+    if dest is not None:
+        _check_creatable(dest, "Move to")
+    result = ChunkPlacer(split_lines(decoded.text), source.display).place(op.chunks)
+    if result.failures:
+        return None, [
+            (HunkNotFound if f.code == "hunk_not_found" else AmbiguousMatch)(f.message, f.details)
+            for f in result.failures
+        ]
+    # Codex's rule, which its fixtures pin: an updated file always ends with a newline.
+    new_text = "".join(f"{line}\n" for line in result.lines)
+    after = decoded.encode(new_text)
+    mode = _mode(source.real)
+    if dest is None:
+        writes = []
+        if after != data:
+            writes.append(
+                PlannedWrite(
+                    source.real,
+                    before=data,
+                    after=after,
+                    display=source.display,
+                    mode=mode,
+                    create_dirs=False,
+                )
+            )
+        return PlannedChange("update", source, None, writes), []
+    return (
+        PlannedChange(
+            "move",
+            dest,
+            source,
+            [
+                PlannedWrite(dest.real, before=None, after=after, display=dest.display, mode=mode),
+                PlannedWrite(
+                    source.real, before=data, after=None, display=source.display, mode=mode
+                ),
+            ],
+        ),
+        [],
+    )
+
+
+def plan_changes(ctx: ToolContext, ops: Sequence[ResolvedOperation]) -> list[PlannedChange]:
+    """Every operation planned; raises one combined error if anything cannot apply."""
+    errors: list[AirlockError] = []
+    changes: list[PlannedChange] = []
+    for item in ops:
+        op = item.op
+        try:
+            if isinstance(op, AddFile):
+                changes.append(_plan_add(op, item.path))
+            elif isinstance(op, DeleteFile):
+                changes.append(_plan_delete(ctx, item.path))
+            else:
+                change, failures = _plan_update(ctx, op, item.path, item.move_to)
+                errors.extend(failures)
+                if change is not None:
+                    changes.append(change)
+        except AirlockError as exc:
+            exc.message = f"{_header(op)} (patch line {op.line_number}): {exc.message}"
+            errors.append(exc)
+    if errors:
+        raise combine(errors)
+    return changes
+
+
+def _header(op: Operation) -> str:
+    if isinstance(op, AddFile):
+        return f"'*** Add File: {op.path}'"
+    if isinstance(op, DeleteFile):
+        return f"'*** Delete File: {op.path}'"
+    return f"'*** Update File: {op.path}'"
