@@ -3,7 +3,6 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-STATE := $(CURDIR)/.airlock
 
 .PHONY: run test lint typecheck unit bench clean
 
@@ -14,8 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	@mkdir -p $(STATE)
-	@$(BIN)/python -m airlock.devrun --workspace $(CURDIR) --state $(STATE)
+	@scripts/dev-run.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
