@@ -2,14 +2,28 @@
 
 ``run`` answers the ``diagnostics`` tool; ``tracker`` gives an editing tool a
 baseline-before / result-after pair so it reports only what the edit
-introduced. Checks are filled in by the modules beside this one.
+introduced. The checks live in the modules beside this one; this module
+decides which check applies to which file, runs them concurrently off the
+event loop, and turns every failure into a ``skipped`` entry: a check never
+raises and never fails an edit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from airlock.daemon.diagnostics import git_diff, types
+from airlock.daemon.diagnostics.baseline import new_findings
+from airlock.daemon.diagnostics.model import (
+    MAX_DIAGNOSTICS,
+    CheckResult,
+    Finding,
+    finding,
+)
+from airlock.daemon.diagnostics.procs import CheckTimeout, CheckUnavailable
+from airlock.daemon.diagnostics.worker_client import WorkerClient, WorkerGone
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
     ALL_CHECKS,
@@ -19,9 +33,60 @@ from airlock.daemon.protocol import (
     SkippedCheck,
 )
 
+Results = dict[str, CheckResult]
+_MAX_LISTED_PATHS = 5
+
+
+def _listing(paths: Sequence[str]) -> str:
+    shown = ", ".join(paths[:_MAX_LISTED_PATHS])
+    more = len(paths) - _MAX_LISTED_PATHS
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _skip(result: CheckResult, reason: str, displays: Sequence[str]) -> None:
+    result.skipped.append(f"{reason} ({_listing(displays)})" if displays else reason)
+    result.skipped_paths.update(displays)
+
+
+def _capped(
+    results: Results, checks: Sequence[str], findings: dict[str, list[Finding]]
+) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for check in checks:
+        ordered = sorted(
+            findings.get(check, []),
+            key=lambda f: (f.diagnostic.path, f.diagnostic.line, f.diagnostic.column),
+        )
+        out.extend(f.diagnostic for f in ordered[:MAX_DIAGNOSTICS])
+        if len(ordered) > MAX_DIAGNOSTICS:
+            results[check].skipped.append(
+                f"only the first {MAX_DIAGNOSTICS} of {len(ordered)} {check} diagnostics are shown"
+            )
+    return out
+
+
+def _skipped_entries(
+    results: Results, checks: Sequence[str], *, with_not_applicable: bool
+) -> list[SkippedCheck]:
+    entries: list[SkippedCheck] = []
+    for check in checks:
+        result = results[check]
+        for reason in dict.fromkeys(result.skipped):
+            entries.append(SkippedCheck(check=check, reason=reason))
+        if with_not_applicable and not result.ran and not result.skipped:
+            what = _listing(result.not_applicable) if result.not_applicable else "these paths"
+            entries.append(SkippedCheck(check=check, reason=f"not applicable to {what}"))
+    return entries
+
 
 class EditTracker:
-    """Baseline before an edit, the new problems after it."""
+    """Baseline before an edit, the new problems after it.
+
+    ``start`` launches the baseline as a task so it overlaps the edit's own
+    planning; ``before_write`` waits for it (the files must not change under
+    it); ``finish`` checks the written files and subtracts. Disabled, every
+    method returns at once and nothing is spawned.
+    """
 
     def __init__(
         self, service: DiagnosticsService, paths: Sequence[ResolvedPath], enabled: bool
@@ -29,30 +94,230 @@ class EditTracker:
         self.service = service
         self.paths = list(paths)
         self.enabled = enabled
+        self._baseline: asyncio.Task[Results] | None = None
 
     async def start(self) -> None:
         """Begin the baseline; called before validation so the two overlap."""
+        if self.enabled and self._baseline is None:
+            self._baseline = asyncio.create_task(self.service.collect(self.paths, ALL_CHECKS))
 
     async def before_write(self) -> None:
         """Wait for the baseline; called right before the first byte is written."""
+        if self._baseline is not None:
+            await asyncio.shield(self._baseline)
+
+    def cancel(self) -> None:
+        """Abandon the baseline (the edit failed before writing); its checkers are killed."""
+        if self._baseline is not None and not self._baseline.done():
+            self._baseline.cancel()
 
     async def finish(self) -> tuple[list[Diagnostic], list[SkippedCheck]]:
-        return [], []
+        if not self.enabled:
+            return [], []
+        if self._baseline is None:
+            await self.start()
+        assert self._baseline is not None
+        try:
+            before = await asyncio.shield(self._baseline)
+        except asyncio.CancelledError:
+            raise
+        after = await self.service.collect(self.paths, ALL_CHECKS)
+        findings: dict[str, list[Finding]] = {}
+        merged: Results = {}
+        for check in ALL_CHECKS:
+            old, new = before[check], after[check]
+            blind = old.skipped_paths  # no baseline for these: their findings cannot be judged
+            candidates = [f for f in new.findings if f.diagnostic.path not in blind]
+            findings[check] = new_findings(old.findings, candidates)
+            result = CheckResult(check, ran=new.ran)
+            result.skipped = [
+                *new.skipped,
+                *(f"baseline: {r}" for r in old.skipped if r not in new.skipped),
+            ]
+            merged[check] = result
+        diagnostics = _capped(merged, ALL_CHECKS, findings)
+        return diagnostics, _skipped_entries(merged, ALL_CHECKS, with_not_applicable=False)
 
 
 class DiagnosticsService:
+    """Runs the checks; owns the worker process that parses files."""
+
     def __init__(self, workspace: Path, timeout_s: float = 20.0) -> None:
         self.workspace = workspace
         self.timeout_s = timeout_s
+        self.worker = WorkerClient()
 
     async def run(
         self, paths: Sequence[ResolvedPath], checks: Sequence[CheckName] = ALL_CHECKS
     ) -> DiagnosticsOutput:
+        wanted = list(dict.fromkeys(checks))
+        results = await self.collect(paths, wanted)
+        findings: dict[str, list[Finding]] = {c: results[c].findings for c in wanted}
+        diagnostics = _capped(results, wanted, findings)
         return DiagnosticsOutput(
-            diagnostics=[],
-            checks_run=[],
-            skipped=[SkippedCheck(check=c, reason="not available in this build") for c in checks],
+            diagnostics=diagnostics,
+            checks_run=[c for c in wanted if results[c].ran],
+            skipped=_skipped_entries(results, wanted, with_not_applicable=True),
         )
 
     def tracker(self, paths: Sequence[ResolvedPath], enabled: bool = True) -> EditTracker:
         return EditTracker(self, paths, enabled)
+
+    async def aclose(self) -> None:
+        """Stop the worker process (daemon shutdown, end of a test)."""
+        await self.worker.aclose()
+
+    # ------------------------------------------------------------ collecting
+
+    async def collect(self, paths: Sequence[ResolvedPath], checks: Sequence[str]) -> Results:
+        """Every requested check over ``paths``; never raises (failures become skips)."""
+        results: Results = {c: CheckResult(c) for c in checks}
+        files = {p.real: p.display for p in paths}
+        try:
+            repos = await asyncio.to_thread(_repos_of, list(files))
+            tracked = await self._tracked(results, files, repos) if "git-diff" in checks else set()
+            jobs: list[Awaitable[None]] = []
+            if "git-diff" in checks:
+                jobs.extend(self._git_jobs(results["git-diff"], files, repos, tracked))
+            worker_checks = [c for c in ("syntax", "whitespace") if c in checks]
+            if worker_checks:
+                for real, display in files.items():
+                    wanted = [c for c in worker_checks if c == "syntax" or real not in tracked]
+                    if wanted:
+                        jobs.append(self._worker_job(results, real, display, wanted))
+            if "types" in checks:
+                jobs.append(self._types_job(results["types"], files))
+            await asyncio.gather(*jobs)
+            if "syntax" in checks and "types" in checks:
+                _drop_checker_parse_errors(results)
+        except Exception as exc:
+            for result in results.values():
+                _skip(result, f"internal error: {exc!r}", [])
+        return results
+
+    async def _tracked(
+        self, results: Results, files: dict[Path, str], repos: dict[Path, Path | None]
+    ) -> set[Path]:
+        tracked: set[Path] = set()
+        by_repo: dict[Path, list[Path]] = {}
+        for real, repo in repos.items():
+            if repo is not None:
+                by_repo.setdefault(repo, []).append(real)
+        for repo, members in by_repo.items():
+            try:
+                tracked |= await git_diff.tracked_files(repo, members, self.timeout_s)
+            except (CheckTimeout, CheckUnavailable) as exc:
+                _skip(results["git-diff"], _reason(exc), [files[m] for m in members])
+        return tracked
+
+    def _git_jobs(
+        self,
+        result: CheckResult,
+        files: dict[Path, str],
+        repos: dict[Path, Path | None],
+        tracked: set[Path],
+    ) -> list[Awaitable[None]]:
+        by_repo: dict[Path, dict[Path, str]] = {}
+        for real, display in files.items():
+            repo = repos.get(real)
+            if repo is not None and (real in tracked or real.is_dir()):
+                by_repo.setdefault(repo, {})[real] = display
+            else:
+                result.not_applicable.append(display)
+
+        async def one(repo: Path, members: dict[Path, str]) -> None:
+            async def body() -> None:
+                result.findings.extend(await git_diff.diff_check(repo, members, self.timeout_s))
+                result.ran = True
+
+            await _guarded(result, list(members.values()), body)
+
+        return [one(repo, members) for repo, members in by_repo.items()]
+
+    async def _worker_job(
+        self, results: Results, real: Path, display: str, checks: list[str]
+    ) -> None:
+        async def body() -> None:
+            answer = await self.worker.request(
+                {"path": str(real), "display": display, "checks": checks}, self.timeout_s
+            )
+            state = answer.get("state")
+            for check in checks:
+                result = results[check]
+                if state in ("missing", "binary"):
+                    result.not_applicable.append(display)
+                    continue
+                if state != "ok":
+                    reason = "file too large" if state == "too_large" else str(answer.get("detail"))
+                    _skip(result, reason, [display])
+                    continue
+                part = answer.get("results", {}).get(check, {})
+                if part.get("error"):
+                    _skip(result, str(part["error"]), [display])
+                elif part.get("applicable"):
+                    result.ran = True
+                    result.findings.extend(
+                        finding(**{k: v for k, v in item.items()})
+                        for item in part.get("findings", [])
+                    )
+                else:
+                    result.not_applicable.append(display)
+
+        await _guarded_many(results, checks, [display], body)
+
+    async def _types_job(self, result: CheckResult, files: dict[Path, str]) -> None:
+        plan = await asyncio.to_thread(types.plan_types, files)
+        result.not_applicable.extend(plan.not_applicable)
+        for reason, displays in plan.unavailable.items():
+            _skip(result, reason, displays)
+
+        async def one(group: types.TypeGroup) -> None:
+            async def body() -> None:
+                result.findings.extend(await types.run_group(group, self.timeout_s))
+                result.ran = True
+
+            await _guarded(result, list(group.files.values()), body)
+
+        await asyncio.gather(*(one(g) for g in plan.groups))
+
+
+def _drop_checker_parse_errors(results: Results) -> None:
+    """basedpyright repeats parse errors (rule-less findings); ``syntax`` already has them."""
+    broken = {f.diagnostic.path for f in results["syntax"].findings}
+    if broken:
+        results["types"].findings = [
+            f
+            for f in results["types"].findings
+            if not (f.diagnostic.path in broken and f.diagnostic.code == types.PYRIGHT_NO_RULE)
+        ]
+
+
+def _repos_of(files: list[Path]) -> dict[Path, Path | None]:
+    return {f: git_diff.find_repo(f) for f in files}
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, CheckTimeout):
+        return f"timeout: {exc}"
+    if isinstance(exc, (CheckUnavailable, WorkerGone)):
+        return str(exc)
+    return f"internal error: {exc!r}"
+
+
+async def _guarded(
+    result: CheckResult, displays: list[str], body: Callable[[], Awaitable[None]]
+) -> None:
+    try:
+        await body()
+    except Exception as exc:
+        _skip(result, _reason(exc), displays)
+
+
+async def _guarded_many(
+    results: Results, checks: list[str], displays: list[str], body: Callable[[], Awaitable[None]]
+) -> None:
+    try:
+        await body()
+    except Exception as exc:
+        for check in checks:
+            _skip(results[check], _reason(exc), displays)

@@ -1,0 +1,76 @@
+"""Which language a file is, by name: the one table syntax and types share."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+_BY_SUFFIX: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+    ".go": "go",
+    ".rs": "rust",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hh": "cpp",
+    ".hpp": "cpp",
+    ".hxx": "cpp",
+    ".java": "java",
+}
+
+_BY_NAME: dict[str, str] = {
+    ".bashrc": "bash",
+    ".bash_profile": "bash",
+    ".profile": "bash",
+    "Pipfile": "toml",
+}
+
+TYPED_LANGUAGES = frozenset({"python", "typescript", "tsx", "javascript"})
+"""Languages that have a type checker in the sandbox (JavaScript only under a js/tsconfig)."""
+
+JSON_WITH_COMMENTS = frozenset(
+    {"tsconfig.json", "jsconfig.json", ".eslintrc.json", "devcontainer.json", "settings.json"}
+)
+"""JSONC files by convention: comments in them are not syntax errors (tree-sitter-json
+accepts comments anyway; listed so the rule is written down)."""
+
+
+def language_of(path: PurePath | str) -> str | None:
+    """The tree-sitter language name for ``path``, or None when there is no grammar."""
+    p = PurePath(path)
+    if p.name in _BY_NAME:
+        return _BY_NAME[p.name]
+    if p.name.startswith("tsconfig") and p.suffix == ".json":
+        return "json"
+    return _BY_SUFFIX.get(p.suffix.lower())
+
+
+def shebang_language(first_line: str) -> str | None:
+    """Scripts without a suffix: ``#!/bin/bash`` and ``#!/usr/bin/env python3``."""
+    if not first_line.startswith("#!"):
+        return None
+    words = first_line[2:].replace("/", " ").split()
+    for word in reversed(words):
+        if word in ("bash", "sh", "zsh"):
+            return "bash"
+        if word.startswith("python"):
+            return "python"
+        if word in ("node", "nodejs"):
+            return "javascript"
+    return None

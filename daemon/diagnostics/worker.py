@@ -1,0 +1,105 @@
+"""The diagnostics worker process: ``python -m airlock.daemon.diagnostics.worker``.
+
+Reads one JSON request per line on stdin, answers one JSON line on stdout, and
+exits at end of input (so it dies with the daemon). It owns the CPU-bound
+checks, ``syntax`` and ``whitespace``, because tree-sitter and Python's parser
+hold the GIL: in the daemon they would stall every other request while a
+large file is parsed. Requests name a file; the worker reads it itself, so a
+1 MB file is never copied through the pipe.
+
+Request:  {"id": 1, "path": "/real/path", "display": "src/a.py",
+           "checks": ["syntax", "whitespace"], "max_bytes": 67108864}
+Response: {"id": 1, "state": "ok" | "missing" | "binary" | "too_large" | "unreadable",
+           "detail": "...", "results": {"syntax": {"applicable": true, "findings": [...],
+           "error": null}}}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from airlock.daemon.diagnostics.languages import language_of, shebang_language
+from airlock.daemon.diagnostics.model import Finding
+from airlock.daemon.diagnostics.syntax import (
+    SUPPORTED_LANGUAGES,
+    GrammarUnavailable,
+    SyntaxChecker,
+)
+from airlock.daemon.diagnostics.whitespace import check_whitespace
+from airlock.daemon.errors import BinaryFile
+from airlock.daemon.text import decode
+
+
+def _dump(findings: list[Finding]) -> list[dict[str, Any]]:
+    return [{**f.diagnostic.model_dump(), "anchor": f.anchor} for f in findings]
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.syntax = SyntaxChecker()
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        path = Path(req["path"])
+        display = str(req.get("display", path))
+        answer: dict[str, Any] = {"id": req.get("id"), "state": "ok", "results": {}}
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(int(req.get("max_bytes", 64 * 1024 * 1024)) + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return {**answer, "state": "missing"}
+        except IsADirectoryError:
+            return {**answer, "state": "missing", "detail": "a directory"}
+        except OSError as exc:
+            return {**answer, "state": "unreadable", "detail": str(exc)}
+        if len(data) > int(req.get("max_bytes", 64 * 1024 * 1024)):
+            return {**answer, "state": "too_large"}
+        try:
+            text = decode(data, path=display).text
+        except BinaryFile:
+            return {**answer, "state": "binary"}
+        for check in req.get("checks", []):
+            answer["results"][check] = self._run(check, path, text, display)
+        return answer
+
+    def _run(self, check: str, path: Path, text: str, display: str) -> dict[str, Any]:
+        if check == "whitespace":
+            markdown = path.suffix.lower() in (".md", ".markdown")
+            return {
+                "applicable": True,
+                "findings": _dump(check_whitespace(text, display, markdown=markdown)),
+            }
+        if check == "syntax":
+            language = language_of(path) or shebang_language(text.split("\n", 1)[0])
+            if language is None or language not in SUPPORTED_LANGUAGES:
+                return {"applicable": False, "findings": []}
+            try:
+                return {
+                    "applicable": True,
+                    "findings": _dump(self.syntax.check(language, text, display)),
+                }
+            except GrammarUnavailable as exc:
+                return {"applicable": True, "findings": [], "error": str(exc)}
+        return {"applicable": False, "findings": [], "error": f"unknown check {check!r}"}
+
+
+def main() -> None:
+    worker = Worker()
+    out = sys.stdout
+    for raw in sys.stdin:
+        try:
+            req = json.loads(raw)
+            answer = worker.handle(req)
+        except Exception as exc:
+            answer = {"id": None, "state": "unreadable", "detail": f"worker error: {exc!r}"}
+            with contextlib.suppress(ValueError, AttributeError):
+                answer["id"] = json.loads(raw).get("id")
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

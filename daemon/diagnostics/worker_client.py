@@ -1,0 +1,161 @@
+"""The daemon's side of the diagnostics worker: one long-lived child, many requests.
+
+A persistent process keeps tree-sitter's parsers warm between edits (a fresh
+interpreter per check would cost ~100 ms each) while keeping the GIL-bound
+parsing out of the daemon. Requests are multiplexed by id over the pipes. A
+request that outlives its deadline kills the worker (it is stuck in a parse
+that cannot be interrupted) and the next request starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from airlock.daemon.diagnostics.procs import CheckTimeout, CheckUnavailable, kill_group
+
+_STREAM_LIMIT = 64 * 1024 * 1024
+
+
+def _python_path() -> str:
+    """The folder that holds the ``airlock`` package, so the child imports the same code."""
+    import airlock
+
+    package_parent = str(Path(next(iter(airlock.__path__))).parent)
+    existing = os.environ.get("PYTHONPATH")
+    return package_parent + (os.pathsep + existing if existing else "")
+
+
+class WorkerGone(Exception):
+    """The worker exited (crashed or was killed) while a request was pending."""
+
+
+class _Channel:
+    """One worker process and the requests waiting on it."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.reader: asyncio.Task[None] = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            while line := await self.proc.stdout.readline():
+                try:
+                    answer = json.loads(line)
+                except ValueError:
+                    continue
+                future = self.pending.get(answer.get("id"))
+                if future is not None and not future.done():
+                    future.set_result(answer)
+        except (ValueError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            for future in list(self.pending.values()):
+                if not future.done():
+                    future.set_exception(WorkerGone("the diagnostics worker exited"))
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None and not self.reader.done()
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            kill_group(self.proc.pid)
+        with contextlib.suppress(Exception):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+
+
+class WorkerClient:
+    """Owns at most one worker process, bound to the event loop that started it."""
+
+    def __init__(self) -> None:
+        self._channel: _Channel | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ids = itertools.count(1)
+        self._start_lock: asyncio.Lock | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._channel.proc.pid if self._channel is not None else None
+
+    async def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request; raises CheckTimeout, CheckUnavailable or WorkerGone."""
+        channel = await self._ensure()
+        ident = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        channel.pending[ident] = future
+        stdin = channel.proc.stdin
+        assert stdin is not None
+        try:
+            try:
+                stdin.write((json.dumps({**payload, "id": ident}) + "\n").encode())
+                await stdin.drain()
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                self._discard(channel)
+                raise WorkerGone("the diagnostics worker exited") from exc
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            except TimeoutError:
+                self._discard(channel)
+                raise CheckTimeout(f"no answer within {timeout_s:g}s") from None
+        finally:
+            channel.pending.pop(ident, None)
+            if not future.done():
+                future.cancel()
+
+    async def _ensure(self) -> _Channel:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            if self._channel is not None:
+                self._channel.kill()  # bound to another (closed) loop: unusable here
+                self._channel = None
+            self._loop = loop
+            self._start_lock = asyncio.Lock()
+        assert self._start_lock is not None
+        async with self._start_lock:
+            if self._channel is not None and self._channel.alive:
+                return self._channel
+            env = {**os.environ, "PYTHONPATH": _python_path(), "PYTHONDONTWRITEBYTECODE": "1"}
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "airlock.daemon.diagnostics.worker",
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL,
+                    cwd="/",
+                    env=env,
+                    limit=_STREAM_LIMIT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise CheckUnavailable(f"cannot start the diagnostics worker: {exc}") from exc
+            self._channel = _Channel(proc)
+            return self._channel
+
+    def _discard(self, channel: _Channel) -> None:
+        channel.kill()
+        if self._channel is channel:
+            self._channel = None
+
+    async def aclose(self) -> None:
+        """Stop the worker and wait for it, so tests and shutdown leave nothing behind."""
+        channel, self._channel = self._channel, None
+        if channel is None:
+            return
+        channel.kill()
+        if self._loop is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):
+                await channel.proc.wait()
+            with contextlib.suppress(BaseException):
+                await channel.reader
