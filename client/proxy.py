@@ -14,9 +14,10 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
+from pydantic import BaseModel, ValidationError
 
 from airlock.proxy.protocol import (
     Health,
@@ -30,6 +31,8 @@ from airlock.proxy.protocol import (
 
 __all__ = ["ProxyClient", "ProxyError"]
 
+M = TypeVar("M", bound=BaseModel)
+
 
 class ProxyError(Exception):
     """A control API call failed: ``status`` (0 when unreachable), ``code``, ``message``."""
@@ -39,6 +42,22 @@ class ProxyError(Exception):
         self.status = status
         self.code = code
         self.message = message
+
+
+def _invalid(exc: ValidationError) -> ProxyError:
+    """Client-side validation failure, described without the offending values."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False, include_context=False):
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return ProxyError(400, "invalid_request", "; ".join(parts))
+
+
+def _build(model: type[M], **fields: Any) -> M:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
 
 
 def _endpoint(control: str) -> tuple[str | None, str]:
@@ -121,7 +140,7 @@ class ProxyClient:
     async def create_session(
         self, allow: Sequence[str] = (), ttl_s: int = 3600, session_id: str | None = None
     ) -> SessionInfo:
-        body = SessionCreate(session_id=session_id, allow=list(allow), ttl_s=ttl_s)
+        body = _build(SessionCreate, session_id=session_id, allow=list(allow), ttl_s=ttl_s)
         data = await self._request(
             "POST", "/v1/sessions", body.model_dump(mode="json", exclude_none=True)
         )
@@ -137,8 +156,8 @@ class ProxyClient:
         rules: Sequence[LeaseRule | dict[str, Any]],
         ttl_s: int,
     ) -> LeaseInfo:
-        parsed = [r if isinstance(r, LeaseRule) else LeaseRule.model_validate(r) for r in rules]
-        body = LeasePut(ttl_s=ttl_s, rules=parsed)
+        parsed = [r if isinstance(r, LeaseRule) else _build(LeaseRule, **r) for r in rules]
+        body = _build(LeasePut, ttl_s=ttl_s, rules=parsed)
         data = await self._request(
             "PUT", f"/v1/sessions/{session_id}/leases/{lease_id}", body.model_dump(mode="json")
         )
