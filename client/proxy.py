@@ -114,7 +114,7 @@ class ProxyClient:
                 raw = await resp.read()
                 if resp.status >= 400:
                     code, message = "http_error", resp.reason or "error"
-                    with contextlib.suppress(ValueError, AttributeError, TypeError):
+                    with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
                         err = (await resp.json(content_type=None))["error"]
                         code, message = str(err["code"]), str(err["message"])
                     raise ProxyError(resp.status, code, message)
