@@ -162,3 +162,25 @@ def classify_error(
     if isinstance(exc, _NETWORK_ERRORS):
         return _retry(f"network error: {type(exc).__name__}", attempt, policy, None, None)
     return RetryDecision("fail", f"{type(exc).__name__} is not a network error")
+
+
+def classify(
+    outcome: int | BaseException,
+    headers: Mapping[str, str] | None = None,
+    *,
+    attempt: int = 0,
+    token_refreshed: bool = False,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    now: dt.datetime | None = None,
+) -> RetryDecision:
+    """One entry point for both: an HTTP status code or the exception raised."""
+    if isinstance(outcome, BaseException):
+        return classify_error(outcome, attempt=attempt, policy=policy)
+    return classify_status(
+        outcome,
+        headers,
+        attempt=attempt,
+        token_refreshed=token_refreshed,
+        policy=policy,
+        now=now,
+    )

@@ -17,6 +17,7 @@ from airlock.client.prwatch import (
     WatchState,
     advance,
     backoff,
+    classify,
     classify_error,
     classify_status,
     frame_wake,
@@ -465,6 +466,14 @@ def test_retries_back_off_and_give_up() -> None:
 )
 def test_classify_error(exc: BaseException, action: str) -> None:
     assert classify_error(exc).action == action
+
+
+def test_classify_dispatches_on_status_or_exception() -> None:
+    assert classify(503).action == "retry"
+    assert classify(404).action == "fail"
+    assert classify(401, token_refreshed=True).action == "fail"
+    assert classify(ConnectionResetError()).action == "retry"
+    assert classify(RuntimeError("bug")).action == "fail"
 
 
 def test_server_delay_absent_and_past() -> None:
