@@ -7,6 +7,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,12 +65,15 @@ async def test_watch_wakes_once_per_change_until_merged(gh: FakeGitHub) -> None:
     head1 = await gh.head_sha(REPO, "feature")
     assert head1 is not None
     new_head: list[str] = []
+    green: list[dict[str, Any]] = []
 
     async def push_new_head() -> None:
         new_head.append(await push(gh, "feature", "second"))
+        green.append(gh.add_check_run(REPO, new_head[0], "ci", conclusion="success"))
 
     async def red_check() -> None:
-        gh.add_check_run(REPO, new_head[0], "ci", conclusion="failure")
+        # Flip the green check run to red (same run, new conclusion).
+        gh.set_check_runs(REPO, new_head[0], [green[0] | {"conclusion": "failure"}])
 
     async def review_on_old_head() -> None:
         gh.add_review(REPO, number, OWNER, "APPROVED", commit_id=head1)
