@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -206,7 +207,10 @@ class FakeGitHub:
         self._faults: list[list[Any]] = []  # [path_prefix, status, remaining, body]
         self.delays: dict[str, float] = {}
         self.echo_tokens = False
+        self.in_flight = 0
+        self.max_in_flight = 0  # most requests ever handled at once (serialisation tests)
         self._runners: list[web.AppRunner] = []
+        self._stopping = asyncio.Event()
         self.api_port = 0
         self.git_port = 0
         self._repo_locks: dict[str, asyncio.Lock] = {}
@@ -247,6 +251,7 @@ class FakeGitHub:
             setattr(self, attr, runner.addresses[0][1])
 
     async def stop(self) -> None:
+        self._stopping.set()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()
@@ -519,18 +524,30 @@ class FakeGitHub:
                     fault[2] -= 1
                     record.status = fault[1]
                     return _error(fault[1], fault[3])
-            delay = self.delays.get(request.path)
-            if delay:
-                await asyncio.sleep(delay)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
-                response: web.StreamResponse = await handler(request)
-            except web.HTTPException as exc:
-                record.status = exc.status
-                raise
-            record.status = response.status
-            return response
+                return await self._handle(request, handler, record)
+            finally:
+                self.in_flight -= 1
 
         return middleware
+
+    async def _handle(
+        self, request: web.Request, handler: Any, record: RequestRecord
+    ) -> web.StreamResponse:
+        delay = self.delays.get(request.path)
+        if delay:
+            # Ends early when the fake stops, so a slow response never delays teardown.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+        try:
+            response: web.StreamResponse = await handler(request)
+        except web.HTTPException as exc:
+            record.status = exc.status
+            raise
+        record.status = response.status
+        return response
 
     async def _run_git(
         self,
