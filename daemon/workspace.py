@@ -41,6 +41,7 @@ from airlock.daemon.protocol import (
     ImageFile,
     TextFile,
 )
+from airlock.daemon.search.engine import resolve_engine
 from airlock.daemon.tools import exec as exec_mod
 from airlock.daemon.tools import listing, patch, read, search, write
 
@@ -76,6 +77,7 @@ class Workspace:
     async def startup(self) -> None:
         """Recover interrupted patches and decide engines, before serving."""
         await apply_patch_engine.recover(self.ctx)
+        await resolve_engine(self.ctx)
 
     # ------------------------------------------------------------ generic entry
 

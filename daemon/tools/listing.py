@@ -1,11 +1,95 @@
-"""``file_list`` (placeholder until the listing lands)."""
+"""``file_list``: a sorted tree to ``depth``, honest about what it left out.
+
+The walk (``airlock.daemon.search.walk``) never follows a symlink, so a link
+to ``/etc`` is listed as a symlink and nothing behind it is read; the ``path``
+argument itself goes through the shared resolver, so a symlinked directory
+pointing out of the workspace is ``path_escape``. Ignore rules are evaluated
+in Python (the same semantics rg applies, inside or outside a git work tree)
+because a bounded listing should read only the directories it shows, which
+``git ls-files`` or ``rg --files`` over the whole tree would not.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import stat
+from pathlib import Path
+
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import Internal
-from airlock.daemon.protocol import FileListInput, FileListOutput
+from airlock.daemon.errors import NotFound
+from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.protocol import FileListInput, FileListOutput, ListEntry
+from airlock.daemon.search.ignore import stack_for, why_ignored
+from airlock.daemon.search.walk import WalkStats, walk
 
 
 async def file_list(ctx: ToolContext, req: FileListInput) -> FileListOutput:
-    raise Internal("file_list is not available in this build")
+    target = ctx.resolve(req.path, intent="read", granted=req.granted_paths)
+    return await asyncio.to_thread(_list, ctx, target, req)
+
+
+def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileListOutput:
+    try:
+        st = os.stat(target.real)
+    except FileNotFoundError:
+        raise NotFound(
+            f"{target.display} does not exist; list its parent directory to see what is there",
+            {"path": target.display},
+        ) from None
+    if not stat.S_ISDIR(st.st_mode):
+        kind = "file" if stat.S_ISREG(st.st_mode) else "symlink"
+        size = st.st_size if kind == "file" else None
+        return FileListOutput(
+            entries=[ListEntry(path=target.display, type=kind, size=size)], truncated=False
+        )
+    root = target.root
+    rel = target.relative.as_posix()
+    rel = "" if rel == "." else rel
+    ignore = None if req.include_ignored else stack_for(root, rel)
+    stats = WalkStats()
+    entries: list[ListEntry] = []
+    for entry in walk(
+        root,
+        rel,
+        max_depth=req.depth,
+        include_hidden=req.include_hidden,
+        ignore=ignore,
+        stats=stats,
+    ):
+        if entry.kind == "other":
+            continue
+        entries.append(
+            ListEntry(path=ctx.roots.display(root / entry.rel), type=entry.kind, size=entry.size)
+        )
+        if len(entries) > req.limit:
+            break
+    truncated = len(entries) > req.limit
+    notes: list[str] = []
+    if truncated:
+        notes.append(
+            f"Listing cut at limit={req.limit}; list a subdirectory, lower depth, or raise limit."
+        )
+    if not req.include_ignored:
+        notes.extend(_ignore_notes(root, rel, stats))
+    return FileListOutput(
+        entries=entries[: req.limit], truncated=truncated, note=" ".join(notes) or None
+    )
+
+
+def _ignore_notes(root: Path, rel: str, stats: WalkStats) -> list[str]:
+    notes: list[str] = []
+    hidden = why_ignored(root, rel)
+    if hidden is not None:
+        notes.append(
+            f"{hidden.path} is ignored by {hidden.rule.source} ({hidden.rule.line!r}); listed "
+            "because you named it, but ignore rules inside it still apply; pass "
+            "include_ignored=true to see everything."
+        )
+    if stats.ignored:
+        examples = ", ".join(stats.ignored_examples or [])
+        notes.append(
+            f"{stats.ignored} entries hidden by .gitignore rules (e.g. {examples}); pass "
+            "include_ignored=true to list them."
+        )
+    return notes

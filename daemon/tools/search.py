@@ -1,11 +1,150 @@
-"""``file_search`` (placeholder until the ripgrep engine lands)."""
+"""``file_search``: ripgrep (or the grep fallback) made deterministic, bounded and honest.
+
+Flow: resolve ``path`` through the shared resolver (a symlink out of the
+workspace is ``path_escape`` before any engine runs), pick the engine resolved
+at start-up, run it (``airlock.daemon.search.rg`` / ``.grep``) with the caps,
+order and page the rows, and say in ``note`` what the caps or the ignore rules
+may have hidden.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import Internal
+from airlock.daemon.errors import Internal, InvalidRequest, NotFound
 from airlock.daemon.protocol import FileSearchInput, FileSearchOutput
+from airlock.daemon.search.engine import INSTALL_HINT, resolve_engine
+from airlock.daemon.search.grep import search_grep
+from airlock.daemon.search.ignore import has_rules, star_ignored_dirs, why_ignored
+from airlock.daemon.search.limits import has_regex_meta
+from airlock.daemon.search.query import Query, file_filters
+from airlock.daemon.search.results import Page, order
+from airlock.daemon.search.rg import search_rg
 
 
 async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutput:
-    raise Internal("file_search is not available in this build")
+    target = ctx.resolve(req.path, intent="read", granted=req.granted_paths)
+    exists, is_dir = await asyncio.to_thread(_probe, target.real)
+    if not exists:
+        raise NotFound(
+            f"{target.display} does not exist; search its parent directory or '.'",
+            {"path": target.display},
+        )
+    engine = await resolve_engine(ctx)
+    if engine is None:
+        raise Internal(INSTALL_HINT, {"engine": None})
+    query = Query(
+        pattern=req.pattern,
+        fixed=req.fixed_strings
+        if req.fixed_strings is not None
+        else not has_regex_meta(req.pattern),
+        case_insensitive=req.case_insensitive,
+        glob=req.glob or None,
+        type=req.type or None,
+        mode=req.output_mode,
+        context=req.context if req.output_mode == "content" else 0,
+        include_ignored=req.include_ignored,
+    )
+    if engine.engine == "grep":
+        file_filters(query)  # an unknown type or a broken glob is refused before any walk
+    root = target.root
+    rel = target.relative.as_posix()
+    rel = "" if rel == "." else rel
+    loop = asyncio.get_running_loop()
+    timeout_s = ctx.config.search_timeout_s
+    deadline = loop.time() + timeout_s
+    want = req.offset + req.limit + 1
+    if engine.engine == "rg":
+        rg = await search_rg(
+            engine.path,
+            query,
+            root,
+            rel,
+            is_dir=is_dir,
+            want=want,
+            deadline=deadline,
+            timeout_s=timeout_s,
+        )
+        rows, complete, capped, stderr, failed = (
+            rg.rows,
+            rg.complete,
+            rg.capped,
+            rg.stderr,
+            rg.failed,
+        )
+        if not rg.presorted:
+            rows = order(rows)
+    else:
+        grep = await search_grep(engine, query, root, rel, deadline=deadline, timeout_s=timeout_s)
+        rows, complete, capped, stderr, failed = (
+            grep.rows,
+            grep.complete,
+            grep.capped,
+            grep.stderr,
+            grep.failed,
+        )
+    if failed:
+        raise InvalidRequest(
+            f"{engine.engine} refused the query: {stderr[:1000]}. Fix the pattern (rg uses Rust "
+            "regex syntax), pass fixed_strings=true to search it literally, or check type/glob.",
+            {"engine": engine.engine, "stderr": stderr[:2000]},
+        )
+    notes: list[str] = []
+    if capped:
+        notes.append(
+            "The engine's output reached the 256 KiB cap and the search was stopped there, so "
+            "later results were not read; narrow path, glob or pattern, or use "
+            "output_mode='files_with_matches' or 'count'."
+        )
+    if stderr:
+        first = stderr.splitlines()[0][:300]
+        notes.append(f"Some files could not be searched, results may be partial: {first}")
+    if not req.include_ignored:
+        notes.extend(await asyncio.to_thread(_ignore_notes, root, rel, is_dir, not rows))
+
+    def display(path: str) -> str:
+        return ctx.roots.display(root / path) if path else target.display
+
+    page = Page(
+        mode=req.output_mode,
+        engine=engine.engine,
+        rows=rows,
+        offset=req.offset,
+        limit=req.limit,
+        complete=complete,
+        capped=capped,
+        display=display,
+        notes=notes,
+    )
+    return page.build()
+
+
+def _probe(path: Path) -> tuple[bool, bool]:
+    return path.exists(), path.is_dir()
+
+
+def _ignore_notes(root: Path, rel: str, is_dir: bool, empty: bool) -> list[str]:
+    """Say when ignore rules may have hidden results, and how to include them."""
+    notes: list[str] = []
+    hidden = why_ignored(root, rel)
+    if hidden is not None:
+        notes.append(
+            f"{rel} lies in {hidden.path}, which {hidden.rule.source} ignores "
+            f"({hidden.rule.line!r}); ignore rules inside it still apply, so files may be "
+            "skipped; pass include_ignored=true to search everything there."
+        )
+    stars = star_ignored_dirs(root, rel) if is_dir else []
+    if stars:
+        listed = ", ".join(f"{s}/" for s in stars)
+        notes.append(
+            f"Skipped because their own .gitignore ignores everything ('*', as a virtualenv's "
+            f"does): {listed}; pass include_ignored=true to search them."
+        )
+    if empty and not notes and has_rules(root):
+        notes.append(
+            "No matches in files that .gitignore rules leave visible; pass include_ignored=true "
+            "to search ignored files too."
+        )
+    return notes

@@ -1,0 +1,151 @@
+"""Runs a search program with the output cap, the early stop and the timeout.
+
+The program gets its own process group; whenever we stop reading (enough
+rows, the 256 KiB cap, the timeout, or the request being cancelled) the whole
+group is killed at once, so a search never scans on after its answer is known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, STDERR_CAP
+
+_CHUNK = 64 * 1024
+
+
+class OutputParser(Protocol):
+    def feed(self, data: bytes) -> bool:
+        """Consume engine output; True when enough rows were seen to stop the engine."""
+        ...
+
+
+@dataclass
+class RunOutcome:
+    exit_code: int | None
+    capped: bool
+    stopped: bool
+    timed_out: bool
+    stderr: str
+    bytes_read: int
+
+    @property
+    def complete(self) -> bool:
+        """The engine ran to its end and every byte it wrote was read."""
+        return not (self.capped or self.stopped or self.timed_out)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _drain_stderr(reader: asyncio.StreamReader | None, sink: bytearray) -> None:
+    if reader is None:
+        return
+    while chunk := await reader.read(_CHUNK):
+        room = STDERR_CAP - len(sink)
+        if room > 0:
+            sink += chunk[:room]
+
+
+async def run_engine(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    parser: OutputParser,
+    deadline: float,
+    cap: int = ENGINE_OUTPUT_CAP,
+    env: Mapping[str, str] | None = None,
+) -> RunOutcome:
+    """Run ``argv`` feeding stdout to ``parser`` until EOF, enough rows, ``cap`` or ``deadline``.
+
+    ``deadline`` is a ``loop.time()`` instant shared by every phase of one search.
+    """
+    loop = asyncio.get_running_loop()
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    stderr = bytearray()
+    stderr_task = asyncio.create_task(_drain_stderr(proc.stderr, stderr))
+    read = 0
+    capped = stopped = timed_out = False
+    try:
+        assert proc.stdout is not None
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                timed_out = True
+                break
+            try:
+                chunk = await asyncio.wait_for(proc.stdout.read(_CHUNK), remaining)
+            except TimeoutError:
+                timed_out = True
+                break
+            if not chunk:
+                break
+            if read + len(chunk) > cap:
+                chunk = chunk[: cap - read]
+                capped = True
+            read += len(chunk)
+            if parser.feed(chunk):
+                stopped = True
+                break
+            if capped:
+                break
+        if capped or stopped or timed_out:
+            _kill_group(proc.pid)
+        try:
+            await asyncio.wait_for(proc.wait(), max(deadline - loop.time(), 1.0))
+        except TimeoutError:
+            timed_out = True
+            _kill_group(proc.pid)
+            await proc.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stderr_task, 1.0)
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.shield(proc.wait())
+        if not stderr_task.done():
+            stderr_task.cancel()
+    return RunOutcome(
+        exit_code=proc.returncode,
+        capped=capped,
+        stopped=stopped,
+        timed_out=timed_out,
+        stderr=stderr.decode("utf-8", errors="replace"),
+        bytes_read=read,
+    )
+
+
+_IO_ERROR_MARKERS = ("os error", "permission denied", "no such file", "is a directory", "i/o error")
+
+
+def is_io_error(stderr: str) -> bool:
+    """Whether an engine's complaint is about reading some files (a partial result) rather
+    than about the query itself (a bad regex, an unknown type: the caller's mistake)."""
+    lowered = stderr.lower()
+    return any(marker in lowered for marker in _IO_ERROR_MARKERS)
+
+
+def timeout_message(timeout_s: float) -> str:
+    return (
+        f"file_search did not finish within {timeout_s:g} s and the engine was killed; "
+        "narrow path or glob, or use a more specific pattern"
+    )

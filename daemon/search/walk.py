@@ -1,0 +1,144 @@
+"""A sorted, bounded directory walk that never follows a symlink.
+
+Order is depth-first with each directory's entries sorted by name, which is
+exactly the order of ``rg --sort path`` and of sorting paths component by
+component; so the listing, the grep fallback and rg agree on "sorted by path".
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from airlock.daemon.search.ignore import IgnoreStack
+
+Kind = Literal["file", "dir", "symlink", "other"]
+
+
+def path_key(path: str) -> tuple[str, ...]:
+    """Sort key for "sorted by path": component-wise, so ``a/b`` sorts before ``a.txt``
+    exactly as ``rg --sort path`` and a tree walk order them."""
+    return tuple(path.split("/"))
+
+
+@dataclass(frozen=True)
+class WalkEntry:
+    rel: str
+    kind: Kind
+    size: int | None
+    depth: int
+
+
+@dataclass
+class WalkStats:
+    """What the walk left out, for notes."""
+
+    ignored: int = 0
+    ignored_examples: list[str] | None = None
+
+    def record_ignored(self, rel: str, is_dir: bool) -> None:
+        self.ignored += 1
+        if self.ignored_examples is None:
+            self.ignored_examples = []
+        if len(self.ignored_examples) < 5:
+            self.ignored_examples.append(rel + ("/" if is_dir else ""))
+
+
+def _kind(mode: int) -> Kind:
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def walk(
+    root: Path,
+    start: str,
+    *,
+    max_depth: int | None,
+    include_hidden: bool,
+    ignore: IgnoreStack | None,
+    keep_file: Callable[[str], bool] | None = None,
+    prune_dir: Callable[[str], bool] | None = None,
+    stats: WalkStats | None = None,
+) -> Iterator[WalkEntry]:
+    """Entries under ``root/start`` (paths relative to ``root``), in sorted order.
+
+    ``max_depth`` 1 means the children of ``start`` only. ``.git`` is never
+    entered. Symlinks are yielded as symlinks and never followed, so nothing
+    outside the root is ever listed or read through one. ``ignore`` is the stack
+    in effect inside ``start`` (None: ignore rules off).
+    """
+    start_abs = root / start if start not in ("", ".") else root
+    base_rel = "" if start in ("", ".") else start
+    yield from _walk_dir(
+        start_abs, base_rel, 1, max_depth, include_hidden, ignore, keep_file, prune_dir, stats
+    )
+
+
+def _walk_dir(
+    dir_abs: Path,
+    dir_rel: str,
+    depth: int,
+    max_depth: int | None,
+    include_hidden: bool,
+    ignore: IgnoreStack | None,
+    keep_file: Callable[[str], bool] | None,
+    prune_dir: Callable[[str], bool] | None,
+    stats: WalkStats | None,
+) -> Iterator[WalkEntry]:
+    try:
+        with os.scandir(dir_abs) as it:
+            names = sorted((entry.name, entry) for entry in it)
+    except OSError:
+        return
+    for name, entry in names:
+        if name == ".git":
+            continue
+        if not include_hidden and name.startswith("."):
+            continue
+        rel = f"{dir_rel}/{name}" if dir_rel else name
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        kind = _kind(mode)
+        is_dir = kind == "dir"
+        if ignore is not None and ignore.ignored(rel, is_dir):
+            if stats is not None:
+                stats.record_ignored(rel, is_dir)
+            continue
+        if kind == "file":
+            if keep_file is not None and not keep_file(rel):
+                continue
+            try:
+                size: int | None = entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                size = None
+            yield WalkEntry(rel, kind, size, depth)
+        elif kind == "dir":
+            if prune_dir is not None and prune_dir(rel):
+                continue
+            yield WalkEntry(rel, kind, None, depth)
+            if max_depth is None or depth < max_depth:
+                inner = ignore.enter(Path(entry.path), rel) if ignore is not None else None
+                yield from _walk_dir(
+                    Path(entry.path),
+                    rel,
+                    depth + 1,
+                    max_depth,
+                    include_hidden,
+                    inner,
+                    keep_file,
+                    prune_dir,
+                    stats,
+                )
+        elif kind == "symlink":
+            yield WalkEntry(rel, kind, None, depth)
