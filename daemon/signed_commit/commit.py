@@ -30,6 +30,7 @@ from airlock.daemon.signed_commit.github import (
     Endpoints,
     GitHubClient,
     GraphQLError,
+    NetworkError,
     ssl_context,
 )
 from airlock.daemon.signed_commit.gitops import MODE_EXECUTABLE, Change, Git, basic_extraheader
@@ -139,6 +140,14 @@ def create_commit(
         }
         try:
             data = client.graphql(MUTATION, variables)
+        except NetworkError as exc:
+            # The mutation is not idempotent: it may have landed before the
+            # connection broke, so never retry it blindly.
+            raise SignedCommitError(
+                f"{exc} The commit may or may not have been created on {opts.branch}: check "
+                f"with `git ls-remote origin refs/heads/{opts.branch}` (it was at {head}) "
+                "before running gh-signed-commit again."
+            ) from None
         except GraphQLError as exc:
             if not exc.is_stale_head:
                 raise

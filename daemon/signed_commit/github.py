@@ -60,6 +60,10 @@ class Endpoints:
         return cls(rest=api, graphql=graphql, git_host=host)
 
 
+class NetworkError(SignedCommitError):
+    """GitHub could not be reached, or the connection broke mid-request."""
+
+
 class HTTPError(SignedCommitError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -122,7 +126,7 @@ class GitHubClient:
             return exc.code, _json(exc.read())
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise SignedCommitError(
+            raise NetworkError(
                 f"cannot reach {urlsplit(url).netloc} ({reason}). gh-signed-commit reaches "
                 "GitHub through HTTPS_PROXY; run it through the GitHub shell tool."
             ) from None

@@ -13,8 +13,8 @@ import pytest
 
 from airlock.daemon.signed_commit import SignedCommitError, main, run
 from airlock.daemon.signed_commit.args import parse_args
-from airlock.daemon.signed_commit.commit import file_changes, origin_source
-from airlock.daemon.signed_commit.github import Endpoints, GraphQLError
+from airlock.daemon.signed_commit.commit import create_commit, file_changes, origin_source
+from airlock.daemon.signed_commit.github import Endpoints, GitHubClient, GraphQLError, ssl_context
 from airlock.daemon.signed_commit.gitops import Change, Git, basic_extraheader
 
 GIT_ENV = {
@@ -372,3 +372,53 @@ def test_basic_extraheader_carries_the_placeholder() -> None:
     header = basic_extraheader("airlock-gh-123")
     assert header.startswith("Authorization: Basic ")
     assert base64.b64decode(header.split()[-1]) == b"x-access-token:airlock-gh-123"
+
+
+def test_broken_connection_during_the_mutation_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A socket that reads the request and hangs up: the commit may have landed,
+    so the error says to check instead of retrying."""
+    import socket
+    import threading
+
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    accepted: list[int] = []
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            accepted.append(1)
+            conn.close()
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        client = GitHubClient(Endpoints(url, url + "/graphql", "github.com"), "ph", ssl_context({}))
+        opts = parse_args(BASE_ARGS)
+        with pytest.raises(SignedCommitError) as info:
+            create_commit(client, opts, [Change("addition", "a", b"x")], "0" * 40, io.StringIO())
+    finally:
+        server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        server.close()
+        thread.join(5)
+    assert "may or may not have been created" in str(info.value)
+    assert "0" * 40 in str(info.value)
+    assert len(accepted) == 1
