@@ -180,12 +180,17 @@ class ProxyClient:
     ) -> AsyncIterator[LeaseInfo]:
         """Install a lease for the body of the ``async with``; always remove it."""
         lid = lease_id or f"l-{uuid.uuid4().hex}"
+        put = asyncio.ensure_future(self.put_lease(session_id, lid, rules, ttl_s))
         try:
-            info = await self.put_lease(session_id, lid, rules, ttl_s)
+            # Shielded so that a cancellation cannot leave a PUT in flight that
+            # lands after our DELETE; we wait for it, then delete.
+            info = await asyncio.shield(put)
             yield info
         finally:
+            if not put.done():
+                with contextlib.suppress(ProxyError, asyncio.CancelledError):
+                    await asyncio.wait({put}, timeout=self._timeout.total)
             # Shielded: a cancelled caller must not leave a live credential behind.
-            # Also runs when put_lease itself was cancelled mid-flight.
             delete = asyncio.ensure_future(self.delete_lease(session_id, lid))
             try:
                 await asyncio.shield(delete)

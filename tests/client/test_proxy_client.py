@@ -1,0 +1,164 @@
+"""ProxyClient and the ``airlock session|lease`` commands against a real proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from airlock.client.proxy import ProxyClient, ProxyError
+from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+
+pytestmark = pytest.mark.timeout(120)
+
+REAL = "ghs_client_test_real_token_0123456789abcdef"
+
+
+def rule(ph: str = "airlock-gh-client-test-1") -> dict[str, object]:
+    return {
+        "host": "api.github.com",
+        "placeholder": ph,
+        "schemes": ["token", "bearer"],
+        "replace": {"scheme": "bearer", "token": REAL},
+    }
+
+
+@pytest.fixture
+async def proxy(tmp_path: Path) -> AsyncIterator[ProxyProcess]:
+    async with running_proxy(tmp_path) as p:
+        yield p
+
+
+async def test_lease_context_manager_removes_the_lease(proxy: ProxyProcess) -> None:
+    async with proxy.client() as client:
+        session = await client.create_session(allow=["api.github.com"], ttl_s=60)
+        sid = session.session_id
+        async with client.lease(sid, [rule()], ttl_s=60, lease_id="ok") as info:
+            assert info.lease_id == "ok"
+            assert [x.lease_id for x in await client.list_leases(sid)] == ["ok"]
+        assert await client.list_leases(sid) == []
+
+        with pytest.raises(RuntimeError):
+            async with client.lease(sid, [rule()], ttl_s=60) as info:
+                assert len(await client.list_leases(sid)) == 1
+                raise RuntimeError("command failed")
+        assert await client.list_leases(sid) == []
+
+
+async def test_lease_is_removed_on_cancellation(proxy: ProxyProcess) -> None:
+    async with proxy.client() as client:
+        session = await client.create_session(allow=[], ttl_s=60)
+        sid = session.session_id
+        inside = asyncio.Event()
+
+        async def command() -> None:
+            async with client.lease(sid, [rule()], ttl_s=60):
+                inside.set()
+                await asyncio.sleep(60)
+
+        task = asyncio.create_task(command())
+        await asyncio.wait_for(inside.wait(), 10)
+        assert len(await client.list_leases(sid)) == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await client.list_leases(sid) == []
+
+
+async def test_lease_is_removed_when_cancelled_during_install(proxy: ProxyProcess) -> None:
+    async with proxy.client() as client:
+        session = await client.create_session(allow=[], ttl_s=60)
+        sid = session.session_id
+
+        async def command() -> None:
+            async with client.lease(
+                sid, [rule("airlock-gh-cancel-early")], ttl_s=60, lease_id="early"
+            ):
+                await asyncio.sleep(60)
+
+        task = asyncio.create_task(command())
+        await asyncio.sleep(0)  # the PUT is in flight
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.2)
+        assert await client.list_leases(sid) == []
+
+
+async def test_errors_are_typed_and_never_carry_the_token(proxy: ProxyProcess) -> None:
+    async with proxy.client() as client:
+        with pytest.raises(ProxyError) as missing:
+            await client.put_lease("no-such-session", "l", [rule()], ttl_s=10)
+        assert (missing.value.status, missing.value.code) == (404, "session_not_found")
+        assert REAL not in str(missing.value) and REAL not in repr(missing.value)
+        bad = {**rule(), "placeholder": REAL + " with space"}
+        with pytest.raises(ProxyError) as invalid:
+            await client.put_lease("s", "l", [bad], ttl_s=10)
+        assert invalid.value.code == "invalid_request"
+        assert REAL not in str(invalid.value)
+
+
+async def test_control_address_forms(proxy: ProxyProcess, tmp_path: Path) -> None:
+    path = proxy.control.removeprefix("unix:")
+    for control in (proxy.control, path):
+        async with ProxyClient(control) as client:
+            assert (await client.health()).status == "ok"
+            assert "BEGIN CERTIFICATE" in await client.ca_pem()
+    async with ProxyClient(str(tmp_path / "nothing.sock")) as client:
+        with pytest.raises(ProxyError) as info:
+            await client.health()
+        assert info.value.status == 0
+
+
+def _airlock(args: list[str], control: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "AIRLOCK_PROXY_CONTROL": control, **env}
+    return subprocess.run(
+        [sys.executable, "-m", "airlock.client.cli", *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_cli_session_and_lease_commands(proxy: ProxyProcess) -> None:
+    control = proxy.control
+
+    def flow() -> None:
+        created = _airlock(
+            ["session", "create", "--allow", "api.github.com", "--id", "cli-1"], control
+        )
+        assert created.returncode == 0, created.stderr
+        info = json.loads(created.stdout)
+        assert info["session_id"] == "cli-1"
+        assert "HTTPS_PROXY=" in created.stderr
+
+        put = _airlock(
+            ["lease", "put", "cli-1", "gh", "--github", "--placeholder", "airlock-gh-cli-placeholder",
+             "--token-env", "GH_REAL", "--ttl", "60"],
+            control,
+            GH_REAL=REAL,
+        )  # fmt: skip
+        assert put.returncode == 0, put.stderr
+        assert json.loads(put.stdout)["hosts"] == ["api.github.com", "github.com"]
+        assert REAL not in put.stdout + put.stderr
+
+        listed = _airlock(["lease", "list", "cli-1"], control)
+        assert listed.returncode == 0, listed.stderr
+        assert [x["lease_id"] for x in json.loads(listed.stdout)] == ["gh"]
+        assert REAL not in listed.stdout
+
+        assert _airlock(["lease", "delete", "cli-1", "gh"], control).returncode == 0
+        assert json.loads(_airlock(["lease", "list", "cli-1"], control).stdout) == []
+        assert _airlock(["session", "delete", "cli-1"], control).returncode == 0
+        missing = _airlock(["lease", "list", "cli-1"], control)
+        assert missing.returncode == 1
+        assert "session_not_found" in missing.stderr
+
+    await asyncio.to_thread(flow)
