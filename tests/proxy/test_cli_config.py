@@ -1,0 +1,114 @@
+"""airlock-proxy's command line: the exact ``make run`` invocation, and parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from airlock.client.proxy import ProxyClient
+from airlock.proxy.config import ConfigError, parse_allow, parse_control, parse_resolve
+from airlock.proxy.hosts import host_matches, parse_ip, refused_address
+from tests.fakes.proxy_harness import PROXY_BIN, free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_make_run_invocation_with_relative_paths(tmp_path: Path) -> None:
+    """``make run`` starts: --control unix:.airlock/proxy.sock --state-dir .airlock/proxy."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(PROXY_BIN),
+            "--listen", f"127.0.0.1:{port}",
+            "--control", "unix:.airlock/proxy.sock",
+            "--state-dir", ".airlock/proxy",
+            "--store", "memory",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    sock = tmp_path / ".airlock" / "proxy.sock"
+    try:
+        deadline = time.monotonic() + 20
+        while not sock.exists():
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        async with ProxyClient(f"unix:{sock}") as client:
+            assert (await client.health()).status == "ok"
+            info = await client.create_session(allow=["api.github.com"])
+        assert info.proxy_url.endswith(f"@127.0.0.1:{port}")
+        assert (tmp_path / ".airlock" / "proxy" / "ca.pem").exists()
+        assert (tmp_path / ".airlock" / "proxy" / "audit.log").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=15)
+    assert proc.returncode == 0, out
+    assert not sock.exists(), "the control socket is removed on shutdown"
+
+
+def test_parse_resolve() -> None:
+    assert parse_resolve("api.github.com:443:127.0.0.1:8443") == (
+        ("api.github.com", 443),
+        ("127.0.0.1", 8443),
+    )
+    assert parse_resolve("API.GitHub.com.:443:10.1.2.3") == (
+        ("api.github.com", 443),
+        ("10.1.2.3", 443),
+    )
+    assert parse_resolve("h.test:443:[::1]:9") == (("h.test", 443), ("::1", 9))
+    assert parse_resolve("h.test:443:::1") == (("h.test", 443), ("::1", 443))
+    for bad in ("h.test:443", "h.test:x:1.2.3.4", "h.test:443:not-an-ip", "bad host:1:1.1.1.1"):
+        with pytest.raises(ConfigError):
+            parse_resolve(bad)
+
+
+def test_parse_control_and_allow(tmp_path: Path) -> None:
+    assert parse_control("unix:rel/x.sock", tmp_path).path == tmp_path / "rel/x.sock"
+    assert parse_control("/abs/x.sock").path == Path("/abs/x.sock")
+    tcp = parse_control("tcp://127.0.0.1:9000")
+    assert (tcp.kind, tcp.host, tcp.port) == ("tcp", "127.0.0.1", 9000)
+    assert parse_allow(["*.GitHub.com", "*", "x.test"]) == ("*.github.com", "*", "x.test")
+    with pytest.raises(ConfigError):
+        parse_allow(["a/b"])
+
+
+def test_host_patterns() -> None:
+    assert host_matches("api.github.com", "*.github.com")
+    assert not host_matches("github.com", "*.github.com")
+    assert not host_matches("evilgithub.com", "*.github.com")
+    assert host_matches("github.com", "github.com")
+    assert not host_matches("api.github.com", "github.com")
+    assert host_matches("anything.example", "*")
+
+
+@pytest.mark.parametrize(
+    ("addr", "reason"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("10.0.0.1", "private"),
+        ("192.168.0.1", "private"),
+        ("172.16.0.1", "private"),
+        ("169.254.169.254", "metadata"),
+        ("fd00:ec2::254", "metadata"),
+        ("169.254.1.1", "link-local"),
+        ("fe80::1", "link-local"),
+        ("0.0.0.0", "unspecified"),
+        ("100.64.0.1", "non-global"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("224.0.0.1", "multicast"),
+        ("140.82.112.6", None),
+        ("2606:4700::1111", None),
+    ],
+)
+def test_refused_address_classes(addr: str, reason: str | None) -> None:
+    ip = parse_ip(addr)
+    assert ip is not None
+    assert refused_address(ip) == reason
