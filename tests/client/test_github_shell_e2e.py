@@ -340,3 +340,31 @@ async def test_signed_commit_through_the_shell(env: Env) -> None:
     assert oid is not None and oid in env.gh.verified_commits
     assert oid in result.stdout
     _assert_sandbox_never_saw(env, result.stdout, result.stderr)
+
+
+async def test_through_airlockd_exec(env: Env) -> None:
+    """The same command with DaemonSandbox: the real daemon's exec runs gh."""
+    from airlock.client.sandboxes import DaemonSandbox
+    from tests.fakes.daemon_harness import running_daemon
+
+    async with (
+        running_daemon(env.workspace, env=env.sandbox_env) as daemon,
+        daemon.client() as client,
+    ):
+        shell = GitHubShell(
+            org="acme",
+            provider=env.provider,
+            proxy=env.pc,
+            session=env.session,
+            sandbox=DaemonSandbox(client),
+            workspace=str(env.workspace),
+            config_dir_base=str(env.config_base),
+        )
+        result = await shell.run(env.call("gh api repos/acme/widgets --jq .default_branch"))
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.strip() == "main"
+        with pytest.raises(GitHubShellDenied):
+            await shell.run(env.call("gh pr view 1", working_directory="../outside"))
+    _assert_sandbox_never_saw(env, result.stdout, result.stderr)
+    assert await _leases(env) == []
+    assert list(env.config_base.iterdir()) == []

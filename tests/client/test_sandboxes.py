@@ -1,0 +1,136 @@
+"""Sandbox implementations: LocalSandbox, DaemonSandbox (real airlockd), DockerSandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from airlock.client.sandboxes import DaemonSandbox, DockerSandbox, LocalSandbox, RunResult, Sandbox
+from tests.fakes.daemon_harness import running_daemon
+
+
+async def test_local_runs_argv_without_a_shell(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(base_env={"PATH": os.environ["PATH"], "BASE": "1"})
+    assert isinstance(sandbox, Sandbox)
+    result = await sandbox.run(
+        [
+            sys.executable,
+            "-c",
+            "import os,sys; print(os.getcwd()); print(os.environ['BASE'], os.environ['X']); print(sys.argv[1])",
+            "$(id); echo",
+        ],
+        str(tmp_path),
+        {"X": "2"},
+        10,
+    )
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == str(tmp_path)
+    assert lines[1] == "1 2"
+    assert lines[2] == "$(id); echo"
+
+
+async def test_local_environment_is_only_what_was_given(tmp_path: Path) -> None:
+    os.environ["AIRLOCK_TEST_SECRET"] = "do-not-inherit"
+    try:
+        sandbox = LocalSandbox(base_env={"PATH": os.environ["PATH"]})
+        result = await sandbox.run(["env"], str(tmp_path), {}, 10)
+    finally:
+        del os.environ["AIRLOCK_TEST_SECRET"]
+    assert "do-not-inherit" not in result.stdout
+
+
+async def test_local_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    marker = tmp_path / "child-alive"
+    child = tmp_path / "child.py"
+    child.write_text(f"import time\ntime.sleep(3)\nopen({str(marker)!r}, 'w').close()\n")
+    script = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, {str(child)!r}])\n"
+        "time.sleep(60)\n"
+    )
+    result = await LocalSandbox().run([sys.executable, "-c", script], str(tmp_path), {}, 0.5)
+    assert result.timed_out
+    assert result.exit_code is None and result.signal == 9
+    await asyncio.sleep(3.5)
+    assert not marker.exists(), "the grandchild survived the timeout"
+
+
+async def test_local_cancel_kills_the_process(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    task = asyncio.create_task(
+        LocalSandbox().run([sys.executable, "-c", script], str(tmp_path), {}, 60)
+    )
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_local_missing_program_and_output_cap(tmp_path: Path) -> None:
+    missing = await LocalSandbox().run(["/nonexistent/prog"], str(tmp_path), {}, 5)
+    assert missing.exit_code == 127 and "nonexistent" in missing.stderr
+    big = await LocalSandbox().run(
+        [sys.executable, "-c", "print('a' * 5000 + 'END')"],
+        str(tmp_path),
+        {},
+        5,
+        max_output_bytes=100,
+    )
+    assert big.stdout_truncated and big.stdout.endswith("END\n") and len(big.stdout) == 100
+
+
+async def test_daemon_sandbox_runs_through_airlockd(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "sub").mkdir(parents=True)
+    async with running_daemon(workspace) as daemon, daemon.client() as client:
+        sandbox = DaemonSandbox(client)
+        assert isinstance(sandbox, Sandbox)
+        result = await sandbox.run(
+            [sys.executable, "-c", "import os; print(os.getcwd(), os.environ['GH_TOKEN'])"],
+            str(workspace / "sub"),
+            {"GH_TOKEN": "airlock-gh-placeholder"},
+            10,
+        )
+        assert isinstance(result, RunResult)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.split() == [str(workspace / "sub"), "airlock-gh-placeholder"]
+        slow = await sandbox.run(
+            [sys.executable, "-c", "import time; time.sleep(30)"], str(workspace), {}, 1
+        )
+        assert slow.timed_out
+
+
+def test_docker_sandbox_needs_an_engine() -> None:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # no engine on this machine
+        pytest.skip(f"no Docker engine available: {type(exc).__name__}")
+
+    async def main() -> RunResult:
+        container = client.containers.run(
+            "debian:stable-slim", "sleep 60", detach=True, remove=True
+        )
+        try:
+            return await DockerSandbox(container).run(["sh", "-c", "echo $X"], "/", {"X": "hi"}, 10)
+        finally:
+            container.kill()
+
+    result = asyncio.run(main())
+    assert result.exit_code == 0 and result.stdout.strip() == "hi"
