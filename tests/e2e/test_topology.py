@@ -1,0 +1,519 @@
+"""The whole system in a real isolated topology (network namespaces, no Docker).
+
+    sandbox ns:   airlockd (started by the sandbox image's entrypoint, which trusts
+                  the proxy CA and drops to `nobody`); git, gh, gh-signed-commit run
+                  here. Its only route is the /30 to the proxies.
+    root ns:      two airlock-proxy replicas on a shared Redis store, and the test
+                  (the orchestrator: DaemonClient, ProxyClient, GitHubShell).
+    internet ns:  the local GitHub (TLS, git http-backend, REST, GraphQL), reached
+                  by the proxies through --resolve.
+
+One agent turn is driven through the clients: clone, apply_patch, file_search,
+diagnostics, gh-signed-commit, (one replica killed) gh pr create on the other
+replica, git push. Then: the commit and PR exist; the sandbox cannot reach the
+internet namespace directly; the real token is nowhere in the sandbox's files,
+process environments, command outputs, or the proxies' logs and audit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from airlock.client.daemon import DaemonClient
+from airlock.client.github.redact import secret_forms
+from airlock.client.github.shell import GitHubShell
+from airlock.client.providers import GitHubAppProvider
+from airlock.client.proxy import ProxyClient, ProxyError
+from airlock.client.sandboxes import DaemonSandbox
+from airlock.proxy.protocol import SessionInfo
+from tests.e2e.netns import Topology, can_create_namespaces, listen_in, topology
+from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.github import FakeGitHub
+from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.redis_server import redis_server_sync
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
+
+REPO = "acme/widgets"
+PERM = {"provider": "github", "repositories": [REPO], "access": "write"}
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENTRYPOINT = REPO_ROOT / "deploy" / "docker" / "sandbox-entrypoint.sh"
+NOBODY = 65534
+FAKE_UPDATE = """#!/bin/sh
+cat "$E2E_SYSTEM_ANCHORS" "$AIRLOCK_CA_ANCHOR_DIR"/*.crt > "$AIRLOCK_SYSTEM_BUNDLE"
+"""
+PATCH = """*** Begin Patch
+*** Add File: widgets/src/feature.py
++\"\"\"The shiny feature.\"\"\"
++
++
++def shine(level: int) -> str:
++    return "shiny" * level
+*** Update File: widgets/README.md
+@@
+-# widgets
++# widgets
++
++Now with a shiny feature.
+*** End Patch
+"""
+
+
+def _sandbox_python() -> str:
+    """A Python the sandbox user (nobody) may execute.
+
+    The test's own interpreter can live under /root (pyenv), which nobody cannot
+    traverse; the sandbox's commands then use the system Python, with the
+    repository on PYTHONPATH for ``airlock.daemon.signed_commit`` (stdlib only).
+    """
+    for candidate in ("/usr/bin/python3", sys.executable):
+        probe = subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+             "sh", "-c", 'test -x "$1"', "sh", candidate],
+            check=False,
+        )  # fmt: skip
+        if probe.returncode == 0:
+            return candidate
+    pytest.skip("no Python interpreter the unprivileged sandbox user can execute")
+
+
+def _require_namespaces() -> None:
+    for tool in ("gh", "git", "redis-server", "setpriv"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    reason = can_create_namespaces()
+    if reason is not None:
+        pytest.skip(f"network namespaces unavailable: {reason}")
+
+
+class InternetGitHub(FakeGitHub):
+    """The local GitHub with its two TLS listeners inside the internet namespace.
+
+    Same apps as :meth:`FakeGitHub.start`; only the sockets differ (created in the
+    namespace by :func:`listen_in`), and the leaf also names the namespace's IP so
+    the orchestrator's app-token requests verify too.
+    """
+
+    def __init__(self, directory: Path, *, netns: str, address: str) -> None:
+        super().__init__(directory, org="acme")
+        self.netns = netns
+        self.address = address
+        self.leaf = self.ca.issue("api.github.com", "github.com", address)
+
+    async def start(self) -> None:
+        ctx = self.leaf.server_context()
+        api = web.Application(middlewares=[self._middleware("api")], client_max_size=64 << 20)
+        self._api_routes(api)
+        api.router.add_post("/api/graphql", self._graphql)
+        git = web.Application(middlewares=[self._middleware("git")], client_max_size=256 << 20)
+        git.router.add_route(
+            "*", r"/{owner}/{name}/{rest:(info/refs|git-upload-pack|git-receive-pack)}", self._git
+        )
+        for app, attr in ((api, "api_port"), (git, "git_port")):
+            sock = await asyncio.to_thread(listen_in, self.netns, self.address)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.SockSite(runner, sock, ssl_context=ctx).start()
+            self._runners.append(runner)
+            setattr(self, attr, sock.getsockname()[1])
+
+    @property
+    def resolve(self) -> list[str]:
+        return [
+            f"api.github.com:443:{self.address}:{self.api_port}",
+            f"github.com:443:{self.address}:{self.git_port}",
+        ]
+
+
+@dataclass
+class EnvSpy:
+    """Samples the environment and argv of every process in the sandbox namespace."""
+
+    netns: str
+    texts: set[str] = field(default_factory=set)
+    pids_seen: set[int] = field(default_factory=set)
+
+    def _inode(self) -> int:
+        return os.stat(f"/run/netns/{self.netns}").st_ino
+
+    def sample(self) -> None:
+        target = self._inode()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.stat(f"/proc/{entry.name}/ns/net").st_ino != target:
+                    continue
+                for part in ("environ", "cmdline"):
+                    with open(f"/proc/{entry.name}/{part}", "rb") as fh:
+                        self.texts.add(fh.read().decode(errors="replace"))
+                self.pids_seen.add(int(entry.name))
+            except OSError:
+                continue
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await asyncio.to_thread(self.sample)
+            await asyncio.sleep(0.01)
+
+
+@dataclass
+class World:
+    topo: Topology
+    base: Path
+    workspace: Path
+    github: InternetGitHub
+    proxies: list[ProxyProcess]
+    daemon: RunningDaemon
+    client: DaemonClient
+    session: SessionInfo
+    provider: GitHubAppProvider
+    python: str
+    outputs: list[str] = field(default_factory=list)
+
+    def shell(self, replica: int, proxy_client: ProxyClient) -> GitHubShell:
+        proxy = self.proxies[replica]
+        url = proxy.proxy_url(self.session)
+        return GitHubShell(
+            org="acme",
+            provider=self.provider,
+            proxy=proxy_client,
+            session=self.session,
+            sandbox=DaemonSandbox(self.client),
+            workspace=str(self.workspace),
+            executables={"gh-signed-commit": [self.python, "-m", "airlock.daemon.signed_commit"]},
+            config_dir_base=str(self.base / "cfg"),
+            extra_env={
+                "HTTPS_PROXY": url,
+                "HTTP_PROXY": url,
+                "https_proxy": url,
+                "http_proxy": url,
+                "NO_PROXY": "",
+                "no_proxy": "",
+                "PYTHONPATH": str(REPO_ROOT),
+            },
+            timeout_s=90,
+        )
+
+    def call(self, command: str, **over: Any) -> dict[str, Any]:
+        return {"command": command, "permissions": [PERM], "description": "e2e", **over}
+
+    async def sandbox_exec(self, *argv: str, cwd: str = ".") -> Any:
+        out = await self.client.exec(argv=list(argv), cwd=cwd, timeout_s=60)
+        self.outputs += [out.stdout, out.stderr]
+        return out
+
+
+def _nobody_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, NOBODY, NOBODY)
+    return path
+
+
+def _entrypoint_env(base: Path, proxy_ca: Path, socket_dir: Path) -> dict[str, str]:
+    anchors = base / "system-anchors.pem"
+    anchors.write_text(Path(ssl.get_default_verify_paths().openssl_cafile or "").read_text())
+    bundle = base / "ssl" / "ca-bundle.pem"
+    bundle.parent.mkdir(mode=0o755)
+    shutil.copy(anchors, bundle)
+    update = base / "update-ca"
+    update.write_text(FAKE_UPDATE)
+    update.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    for var in ("SSL_CERT_FILE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        env.pop(var, None)
+    env.update(
+        AIRLOCK_PROXY_CA=str(proxy_ca),
+        AIRLOCK_CA_ANCHOR_DIR=str(base / "anchors"),
+        AIRLOCK_SYSTEM_BUNDLE=str(bundle),
+        AIRLOCK_UPDATE_CA_CERTIFICATES=str(update),
+        AIRLOCK_SOCKET_DIR=str(socket_dir),
+        AIRLOCK_RUN_AS="nobody",
+        E2E_SYSTEM_ANCHORS=str(anchors),
+        TMPDIR=str(_nobody_dir(base / "tmp")),
+        GIT_CONFIG_NOSYSTEM="1",
+    )
+    return env
+
+
+def _start_proxy(
+    tmp: Path, topo: Topology, github: InternetGitHub, redis_url: str, ca_from: Path | None
+) -> ProxyProcess:
+    proc = ProxyProcess(
+        tmp,
+        resolve=github.resolve,
+        upstream_ca=github.ca_path,
+        store=redis_url,
+        proxy_host=topo.proxy_addr,
+    )
+    if ca_from is not None:
+        # Replicas must present one CA: install the first replica's, as the
+        # Kubernetes init container does from the airlock-proxy-ca Secret.
+        proc.state_dir.mkdir(mode=0o700, parents=True)
+        for name in ("ca.pem", "ca.key"):
+            shutil.copy(ca_from / name, proc.state_dir / name)
+            (proc.state_dir / name).chmod(0o600)
+    return proc.start()
+
+
+@contextlib.contextmanager
+def _short_base() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="al-e2e-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    _require_namespaces()
+    async with contextlib.AsyncExitStack() as stack:
+        topo = stack.enter_context(topology())
+        base = stack.enter_context(_short_base())
+        redis = stack.enter_context(redis_server_sync())
+        github = InternetGitHub(
+            tmp_path / "github", netns=topo.internet_ns, address=topo.internet_addr
+        )
+        await stack.enter_async_context(github)
+        await github.create_repo(REPO)
+        proxies: list[ProxyProcess] = []
+
+        def stop_proxies() -> None:
+            for proxy in proxies:
+                proxy.stop()
+
+        stack.callback(stop_proxies)
+        proxies.append(
+            await asyncio.to_thread(_start_proxy, tmp_path / "pa", topo, github, redis.url, None)
+        )
+        proxies.append(
+            await asyncio.to_thread(
+                _start_proxy, tmp_path / "pb", topo, github, redis.url, proxies[0].state_dir
+            )
+        )
+        control = await stack.enter_async_context(proxies[0].client())
+        session = await control.create_session(allow=["api.github.com", "github.com"], ttl_s=600)
+        workspace = _nobody_dir(base / "ws")
+        _nobody_dir(base / "cfg")
+        socket_dir = base / "d"
+        socket_dir.mkdir()
+        daemon = await stack.enter_async_context(
+            running_daemon(
+                workspace,
+                base_dir=socket_dir,
+                command_prefix=[*topo.exec_prefix(topo.sandbox_ns), str(ENTRYPOINT)],
+                env=_entrypoint_env(base, proxies[0].ca_path, socket_dir),
+            )
+        )
+        client = await stack.enter_async_context(daemon.client())
+        ssl_ctx = github.ca.client_context()
+        provider = GitHubAppProvider(
+            github.app_id,
+            github.app_private_key_pem,
+            org="acme",
+            api_url=f"https://{topo.internet_addr}:{github.api_port}",
+            ssl_context=ssl_ctx,
+        )
+        yield World(
+            topo, base, workspace, github, proxies, daemon, client, session, provider,
+            _sandbox_python(),
+        )  # fmt: skip
+
+
+def _assert_no_token(tokens: list[str], texts: list[str] | set[str], where: str) -> None:
+    assert tokens, "expected at least one real token to look for"
+    for token in tokens:
+        for form in secret_forms(token):
+            for text in texts:
+                assert form not in text, f"a real token form leaked into {where}"
+
+
+def _files_under(*roots: Path) -> list[str]:
+    texts = []
+    for root in roots:
+        for path in root.rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_file() and not path.is_symlink():
+                    texts.append(path.read_bytes().decode(errors="replace"))
+    return texts
+
+
+async def test_isolated_topology_has_only_the_proxy_route() -> None:
+    _require_namespaces()
+    with topology() as topo:
+        routes = topo.routes(topo.sandbox_ns)
+        assert routes == [
+            f"10.231.{topo.octet}.0/30 dev {topo.tag}s1 proto kernel scope link src {topo.sandbox_addr}"
+        ]
+        probe = "import socket,sys\ntry:\n socket.create_connection((sys.argv[1], 443), timeout=2)\nexcept OSError as e:\n print(e.errno)\n"
+        out = topo.run_in(topo.sandbox_ns, [sys.executable, "-c", probe, topo.internet_addr])
+        assert out.stdout.strip() == "101", out  # ENETUNREACH
+        out = topo.run_in(topo.sandbox_ns, [sys.executable, "-c", probe, "1.1.1.1"])
+        assert out.stdout.strip() == "101", out
+
+
+async def test_full_agent_turn_through_the_isolated_topology(world: World) -> None:
+    w = world
+    spy = EnvSpy(w.topo.sandbox_ns)
+    stop = asyncio.Event()
+    spy_task = asyncio.create_task(spy.run(stop))
+    try:
+        await _agent_turn(w)
+    finally:
+        stop.set()
+        await spy_task
+
+    # --- the results exist at the local GitHub ---------------------------------
+    feature_head = await w.github.head_sha(REPO, "feature")
+    assert feature_head is not None
+    pulls = w.github._repos[REPO].pulls
+    assert len(pulls) == 1
+    pull = next(iter(pulls.values()))
+    assert (pull.title, pull.head, pull.base) == ("Add the shiny feature", "feature", "main")
+    assert len(w.github.verified_commits) == 1
+    signed = next(iter(w.github.verified_commits))
+    log = await w.github.git(REPO, "log", "--format=%H %s", "feature")
+    assert f"{signed} Add the shiny feature" in log
+    assert log.split("\n")[0].startswith(feature_head), "the pushed commit is the branch head"
+    show = await w.github.git(REPO, "show", f"{signed}:src/feature.py")
+    assert "def shine" in show
+
+    # --- the real token is nowhere in the sandbox or the proxies' output ---------
+    tokens = [m.token for m in w.github.mints]
+    assert all(r.token in tokens for r in w.github.requests if r.listener == "git" and r.token)
+    _assert_no_token(tokens, w.outputs, "a command output")
+    _assert_no_token(tokens, spy.texts, "a sandbox process environment or argv")
+    assert any("GH_TOKEN=airlock-gh-" in t for t in spy.texts), "the spy never saw a gh command"
+    assert len(spy.pids_seen) > 3
+    sandbox_files = _files_under(w.workspace, w.base / "d", w.base / "cfg", w.base / "tmp")
+    assert len(sandbox_files) > 5
+    _assert_no_token(tokens, sandbox_files, "a sandbox file")
+    for proxy in w.proxies:
+        written = [p.read_bytes().decode(errors="replace") for p in proxy.written_files()]
+        _assert_no_token(tokens, written, "a proxy log or audit file")
+        assert proxy.audit_log.exists()
+    swaps = [e for p in w.proxies for e in p.audit_events() if e.get("event") == "swap"]
+    assert {e.get("host") for e in swaps} >= {"api.github.com", "github.com"}
+    assert any(e.get("event") == "swap" for e in w.proxies[1].audit_events()), "replica B served"
+
+
+async def _agent_turn(w: World) -> None:
+    # The daemon runs as nobody in the sandbox namespace, with the CA variables the
+    # entrypoint exported.
+    env_out = await w.sandbox_exec(
+        "sh", "-c", 'id -u; echo "$SSL_CERT_FILE"; echo "$GIT_SSL_CAINFO"'
+    )
+    uid, cert_file, git_cainfo = env_out.stdout.split("\n")[:3]
+    assert uid == str(NOBODY)
+    assert cert_file == git_cainfo == str(w.base / "ssl" / "ca-bundle.pem")
+
+    # Only the proxy path works: direct connections out of the sandbox fail.
+    probe = (
+        "import socket,sys\n"
+        "for host, port in ((sys.argv[1], int(sys.argv[2])), (sys.argv[3], int(sys.argv[2]))):\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=3).close(); print('CONNECTED')\n"
+        "    except OSError as e:\n"
+        "        print('refused', e.errno)\n"
+    )
+    direct = await w.sandbox_exec(
+        w.python, "-c", probe, w.topo.internet_addr, str(w.github.api_port), w.topo.proxy_addr
+    )
+    assert "CONNECTED" not in direct.stdout
+    assert direct.stdout.split("\n")[0] == "refused 101", direct.stdout  # no route
+    assert direct.stdout.split("\n")[1] == "refused 111", direct.stdout  # nothing there
+    # Nor can the sandbox user reach the proxy's control socket on this shared disk.
+    control_path = w.proxies[0].control.removeprefix("unix:")
+    ctl = await w.sandbox_exec(
+        w.python,
+        "-c",
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect(sys.argv[1]); print('CONNECTED')\nexcept OSError as e:\n print(type(e).__name__)",
+        control_path,
+    )
+    assert ctl.stdout.strip() == "PermissionError"
+
+    async with w.proxies[0].client() as pa, w.proxies[1].client() as pb:
+        shell_a = w.shell(0, pa)
+        clone = await shell_a.run(w.call("gh repo clone acme/widgets"))
+        w.outputs += [clone.stdout, clone.stderr]
+        assert clone.exit_code == 0, clone.stderr
+
+        patched = await w.client.apply_patch(patch=PATCH)
+        assert {f.path for f in patched.files} == {"widgets/src/feature.py", "widgets/README.md"}
+        found = await w.client.file_search(pattern="shiny", path="widgets", output_mode="content")
+        assert {m.path for m in found.matches or []} == {
+            "widgets/src/feature.py",
+            "widgets/README.md",
+        }
+        diags = await w.client.diagnostics(paths=["widgets/src/feature.py", "widgets/README.md"])
+        assert diags.checks_run
+        assert not [d for d in diags.diagnostics if d.severity == "error"], diags.diagnostics
+
+        added = await w.sandbox_exec("git", "add", "-A", cwd="widgets")
+        assert added.exit_code == 0, added.stderr
+        signed = await shell_a.run(
+            w.call(
+                'gh-signed-commit --repo acme/widgets --branch feature -m "Add the shiny feature"',
+                working_directory="widgets",
+            )
+        )
+        w.outputs += [signed.stdout, signed.stderr]
+        assert signed.exit_code == 0, signed.stderr
+        assert signed.stdout.strip().split("\n")[-1] in w.github.verified_commits
+
+        # Replica A dies mid-run. The next command through it fails; retried
+        # through replica B (same session, shared Redis store) it succeeds.
+        proc_a = w.proxies[0].process
+        assert proc_a is not None
+        proc_a.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(proc_a.wait, 10)
+        pr_command = w.call(
+            'gh pr create --repo acme/widgets --head feature --base main --title "Add the shiny feature" --body "Adds shine()."',
+            working_directory="widgets",
+        )
+        with pytest.raises((ProxyError, aiohttp.ClientError, OSError)):
+            await shell_a.run(pr_command)
+        assert w.github._repos[REPO].pulls == {}
+
+        shell_b = w.shell(1, pb)
+        pr = await shell_b.run(pr_command)
+        w.outputs += [pr.stdout, pr.stderr]
+        assert pr.exit_code == 0, pr.stderr
+        assert "/pull/1" in pr.stdout
+
+        await w.client.file_patch(
+            path="widgets/src/feature.py",
+            old_string='"shiny" * level',
+            new_string='"shiny " * level',
+        )
+        committed = await w.sandbox_exec(
+            "git", "-c", "user.name=agent", "-c", "user.email=agent@example.com",
+            "commit", "-qam", "Space out the shine", cwd="widgets",
+        )  # fmt: skip
+        assert committed.exit_code == 0, committed.stderr
+        push = await shell_b.run(
+            w.call("git push origin HEAD:refs/heads/feature", working_directory="widgets")
+        )
+        w.outputs += [push.stdout, push.stderr]
+        assert push.exit_code == 0, push.stderr
+        local = await w.sandbox_exec("git", "rev-parse", "HEAD", cwd="widgets")
+        assert await w.github.head_sha(REPO, "feature") == local.stdout.strip()
+        assert await pb.list_leases(w.session.session_id) == []
