@@ -12,7 +12,8 @@ the base image's Python without the project's virtualenv.
 The endpoint defaults to ``$AIRLOCK_CONTROL`` and the token file to
 ``$AIRLOCK_CONTROL_TOKEN_FILE``. Exit status: 0 on a 2xx answer (body on stdout,
 or written atomically to FILE), 1 on any other status, 2 when the endpoint cannot
-be reached, 64 on bad usage.
+be reached, 64 on bad usage. With ``--any-status`` any HTTP answer exits 0 (a
+liveness probe: the process serves, even if it reports itself degraded).
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--endpoint", default=os.environ.get("AIRLOCK_CONTROL"))
     parser.add_argument("--token-file", default=os.environ.get("AIRLOCK_CONTROL_TOKEN_FILE"))
     parser.add_argument("-o", "--output", help="write the body here instead of stdout")
+    parser.add_argument(
+        "--any-status",
+        action="store_true",
+        help="exit 0 on any HTTP answer (a liveness check: the API is up, whatever it says)",
+    )
     parser.add_argument("path", help="e.g. /v1/health or /v1/ca.pem")
     try:
         args = parser.parse_args(argv)
@@ -126,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         conn.close()
+    if args.any_status:
+        return 0
     if not 200 <= resp.status < 300:
         print(f"airlock-control-get: GET {args.path} -> HTTP {resp.status}", file=sys.stderr)
         return 1

@@ -143,13 +143,30 @@ def test_proxy_probes_hit_the_health_route_on_the_control_port() -> None:
     ports = {p["name"]: p["containerPort"] for p in proxy["ports"]}
     control = arg_value(proxy["args"], "--control")
     assert control.startswith("tcp://") and int(control.rsplit(":", 1)[1]) == ports["control"]
-    assert "--control-token-file" in proxy["args"], "a TCP control API needs a token"
+    token_file = arg_value(proxy["args"], "--control-token-file")
     listen = arg_value(proxy["args"], "--listen")
     assert int(listen.rsplit(":", 1)[1]) == ports["proxy"]
+    # The probes run airlock-control-get in the pod (the TCP control API wants the
+    # token on every route); its endpoint and token come from the environment.
+    env = {e["name"]: e["value"] for e in proxy["env"]}
+    assert env["AIRLOCK_CONTROL"] == f"tcp://127.0.0.1:{ports['control']}"
+    assert env["AIRLOCK_CONTROL_TOKEN_FILE"] == token_file
+    mounts = [m["mountPath"] for m in proxy["volumeMounts"]]
+    assert any(token_file.startswith(m + "/") for m in mounts)
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        http_get = proxy[probe]["httpGet"]
-        assert http_get["path"] == "/v1/health", probe
-        assert http_get["port"] == "control", probe
+        command = proxy[probe]["exec"]["command"]
+        assert command[0] == "airlock-control-get", probe
+        assert command[-1] == "/v1/health", probe
+    assert "--any-status" not in proxy["readinessProbe"]["exec"]["command"]
+    assert "--any-status" in proxy["livenessProbe"]["exec"]["command"]
+
+
+def test_proxy_advertises_the_service_address_sandboxes_can_reach() -> None:
+    pod = find("Deployment", "airlock-proxy", "airlock")["spec"]["template"]["spec"]
+    advertise = arg_value(container(pod, "proxy")["args"], "--advertise")
+    assert advertise == "$(AIRLOCK_PROXY_SERVICE_HOST):8080"
+    assert pod["enableServiceLinks"] is True
+    assert find("Service", "airlock-proxy", "airlock")["spec"]["ports"][0]["port"] == 8080
 
 
 def test_proxy_services_select_the_proxy_pods() -> None:
