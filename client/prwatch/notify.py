@@ -11,9 +11,9 @@ meaningful change and never twice for the same event:
 - ``review``: the owner's latest review on the live head is one not seen
   before (a review of an older head never counts; see ``snapshot``).
 - ``checks_stalled``: the combined checks were red on the same head for
-  ``stall_polls`` consecutive polls (default 4). At most once per head: a
-  flapping check on one head does not page the model again, and a new head
-  restarts the count.
+  ``stall_polls`` consecutive polls (default 4). At most once while the head
+  stays the same: a flapping check does not page the model again, and a head
+  move (even back to an earlier sha) restarts the count.
 
 The first poll is a baseline: the head and any existing review are recorded,
 not announced. Several events in one poll produce one wake carrying all their
@@ -131,8 +131,10 @@ def advance(
         red_head: str | None = snap.head_sha
     else:
         red_polls, red_head = 0, None
-    stall_woken_head = state.stall_woken_head
-    if terminal is None and red_polls >= stall_polls and state.stall_woken_head != snap.head_sha:
+    # A head move starts a new stretch: even a return to an earlier sha may
+    # stall (and wake) again.
+    stall_woken_head = None if head_moved else state.stall_woken_head
+    if terminal is None and red_polls >= stall_polls and stall_woken_head != snap.head_sha:
         kinds.append("checks_stalled")
         stall_woken_head = snap.head_sha
 
