@@ -56,6 +56,11 @@ async def _drain_stderr(reader: asyncio.StreamReader | None, sink: bytearray) ->
             sink += chunk[:room]
 
 
+async def _discard(reader: asyncio.StreamReader) -> None:
+    while await reader.read(_CHUNK):
+        pass
+
+
 async def run_engine(
     argv: Sequence[str],
     *,
@@ -108,6 +113,10 @@ async def run_engine(
                 break
         if capped or stopped or timed_out:
             _kill_group(proc.pid)
+            # asyncio's wait() returns only once stdout is closed: drain what the killed
+            # engine left in the pipe (EOF follows at once) so wait() can finish.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_discard(proc.stdout), 2.0)
         try:
             await asyncio.wait_for(proc.wait(), max(deadline - loop.time(), 1.0))
         except TimeoutError:
