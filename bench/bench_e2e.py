@@ -1,0 +1,323 @@
+"""Deployment-level figures: session throughput of the proxy tier, and the memory of
+one idle airlockd.
+
+Session cycle (what one short sandbox command costs the proxy tier): create a
+session, install one lease, send one HTTPS request through the proxy with the
+placeholder (swapped upstream, verified by the upstream's echo), delete the
+session. Each cycle opens a fresh proxy connection, as a new sandbox would.
+Scenarios, 8 concurrent orchestrator workers, local TLS upstream in its own
+process:
+
+  (a) 1 replica, memory store          (reference: what Redis costs)
+  (b) 1 replica, Redis store           (baseline of the ratios)
+  (c) 2 replicas, Redis store          (control calls on one replica, traffic on
+                                        the other: every cycle crosses the store)
+
+Memory: RSS and PSS of an idle airlockd right after start and after 200 tool
+calls, against a bare Python interpreter measured the same way.
+
+Run alone: ``python -m bench.bench_e2e [--seconds N]``. Numbers depend on the
+machine (2 shared cores here: the load generator competes with the replicas).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from bench.report import percentile, table
+
+WORKERS = 8
+REAL = "ghs_bench_e2e_real_token_" + "y" * 16
+
+
+@dataclass
+class Result:
+    name: str
+    sessions_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("upstream did not start") from None
+            await asyncio.sleep(0.05)
+
+
+def _serve_upstream(cert: str, key: str, port: int) -> None:
+    """Answers 200 only when the real token arrived (the swap happened)."""
+    import ssl
+
+    from aiohttp import web
+
+    async def echo(request: web.Request) -> web.Response:
+        ok = request.headers.get("authorization") == f"Bearer {REAL}"
+        return web.Response(status=200 if ok else 401, text="ok" if ok else "no swap")
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", echo)
+    web.run_app(app, host="127.0.0.1", port=port, ssl_context=ctx, print=None, access_log=None)
+
+
+@contextlib.contextmanager
+def _upstream(work: Path) -> Iterator[tuple[int, Path]]:
+    from tests.fakes.tls import TestCA
+
+    ca = TestCA(work / "ca")
+    leaf = ca.issue("api.github.com", "localhost")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.bench_e2e", "--upstream", str(leaf.cert_path), str(leaf.key_path), str(port)],
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    try:
+        asyncio.run(_wait_port(port, proc))
+        yield port, ca.ca_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# --- session throughput ---------------------------------------------------------------
+
+
+async def _cycles(
+    replicas: list[tuple[str, int, Path]], seconds: float, cross: bool
+) -> tuple[int, list[float], int, float]:
+    """Run session cycles for ``seconds``; returns (count, latencies, errors, elapsed)."""
+    import ssl
+
+    from airlock.client.proxy import ProxyClient
+
+    clients = [ProxyClient(control) for control, _, _ in replicas]
+    ctx = ssl.create_default_context(cafile=str(replicas[0][2]))
+    latencies: list[float] = []
+    errors = 0
+    counter = iter(range(10**9))
+
+    async def one(http: aiohttp.ClientSession, i: int) -> bool:
+        ctl = clients[i % len(clients)]
+        _, port, _ = replicas[(i + (1 if cross else 0)) % len(replicas)]
+        placeholder = f"airlock-gh-bench-{i:010d}"
+        session = await ctl.create_session(allow=["api.github.com"], ttl_s=120)
+        try:
+            rule = {
+                "host": "api.github.com",
+                "placeholder": placeholder,
+                "schemes": ["token", "bearer"],
+                "replace": {"scheme": "bearer", "token": REAL},
+            }
+            await ctl.put_lease(session.session_id, "l", [rule], ttl_s=120)
+            parts = urlsplit(session.proxy_url)
+            auth = aiohttp.encode_basic_auth(parts.username or "", parts.password or "")
+            async with http.get(
+                "https://api.github.com/bench",
+                proxy=f"http://127.0.0.1:{port}",
+                proxy_headers={"Proxy-Authorization": auth},
+                headers={"authorization": f"token {placeholder}"},
+            ) as resp:
+                await resp.read()
+                return resp.status == 200
+        finally:
+            await ctl.delete_session(session.session_id)
+
+    async def worker(deadline: float, record: bool) -> None:
+        nonlocal errors
+        connector = aiohttp.TCPConnector(ssl=ctx, force_close=True)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                try:
+                    ok = await one(http, next(counter))
+                except (aiohttp.ClientError, OSError, RuntimeError):
+                    ok = False
+                if record:
+                    if ok:
+                        latencies.append(time.perf_counter() - started)
+                    else:
+                        errors += 1
+
+    try:
+        warm = time.perf_counter() + 1.0
+        await asyncio.gather(*(worker(warm, False) for _ in range(WORKERS)))
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(started + seconds, True) for _ in range(WORKERS)))
+        elapsed = time.perf_counter() - started
+    finally:
+        for client in clients:
+            await client.aclose()
+    return len(latencies), latencies, errors, elapsed
+
+
+def _scenario(
+    name: str, work: Path, up_port: int, up_ca: Path, store: str, count: int, seconds: float
+) -> Result:
+    from tests.fakes.proxy_harness import ProxyProcess
+
+    procs: list[ProxyProcess] = []
+    try:
+        for i in range(count):
+            proc = ProxyProcess(
+                Path(tempfile.mkdtemp(prefix=f"r{i}-", dir=work)),
+                resolve=[f"api.github.com:443:127.0.0.1:{up_port}"],
+                upstream_ca=up_ca,
+                store=store,
+            )
+            if procs:  # one CA for all replicas, as in deploy/
+                proc.state_dir.mkdir(mode=0o700)
+                for f in ("ca.pem", "ca.key"):
+                    shutil.copy(procs[0].state_dir / f, proc.state_dir / f)
+            procs.append(proc.start())
+        replicas = [(p.control, p.port, p.ca_path) for p in procs]
+        n, lat, errors, elapsed = asyncio.run(_cycles(replicas, seconds, cross=count > 1))
+    finally:
+        for p in procs:
+            p.stop()
+    return Result(name, n / elapsed, percentile(lat, 50) * 1000, percentile(lat, 99) * 1000, errors)
+
+
+# --- idle memory ----------------------------------------------------------------------
+
+
+def _mem_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in KiB."""
+    rss = pss = 0
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as fh:
+        for line in fh:
+            if line.startswith("Pss:"):
+                pss = int(line.split()[1])
+    return rss, pss
+
+
+async def _daemon_memory(work: Path) -> list[list[object]]:
+    from tests.fakes.daemon_harness import running_daemon
+
+    bare = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        await asyncio.sleep(1.0)
+        bare_rss, bare_pss = _mem_kib(bare.pid)
+    finally:
+        bare.kill()
+        bare.wait()
+    workspace = work / "ws"
+    (workspace / "src").mkdir(parents=True)
+    for i in range(50):
+        (workspace / "src" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    async with running_daemon(workspace) as daemon, daemon.client() as client:
+        await asyncio.sleep(1.0)
+        pid = daemon.process.pid
+        idle_rss, idle_pss = _mem_kib(pid)
+        for i in range(50):
+            await client.call("file_read", {"path": f"src/m{i}.py"})
+            await client.call("file_search", {"pattern": f"return x \\+ {i}$"})
+            await client.call("file_list", {"path": "src"})
+            await client.call("diagnostics", {"paths": [f"src/m{i}.py"], "checks": ["syntax"]})
+        await asyncio.sleep(1.0)
+        used_rss, used_pss = _mem_kib(pid)
+    return [
+        ["bare python interpreter (baseline)", bare_rss / 1024, bare_pss / 1024, "1.00x"],
+        ["airlockd idle after start", idle_rss / 1024, idle_pss / 1024, f"{idle_rss / bare_rss:.2f}x"],
+        ["airlockd idle after 200 tool calls", used_rss / 1024, used_pss / 1024, f"{used_rss / bare_rss:.2f}x"],
+    ]  # fmt: skip
+
+
+# --- main -----------------------------------------------------------------------------
+
+
+def run(seconds: float) -> None:
+    work = Path(tempfile.mkdtemp(prefix="al-be-"))
+    results: list[Result] = []
+    notes: list[str] = []
+    try:
+        with _upstream(work) as (up_port, up_ca):
+            results.append(
+                _scenario("(a) 1 replica, memory", work, up_port, up_ca, "memory", 1, seconds)
+            )
+            if shutil.which("redis-server"):
+                from tests.fakes.redis_server import redis_server_sync
+
+                with redis_server_sync() as redis:
+                    for name, count in (("(b) 1 replica, redis", 1), ("(c) 2 replicas, redis", 2)):
+                        results.append(
+                            _scenario(name, work, up_port, up_ca, redis.url, count, seconds)
+                        )
+            else:
+                notes.append("(b), (c) skipped: redis-server is not installed")
+        memory = asyncio.run(_daemon_memory(work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    base = next((r for r in results if r.name.startswith("(b)")), results[0])
+    rows = [
+        [
+            r.name, r.sessions_per_s, r.p50_ms, r.p99_ms, r.errors,
+            f"{r.sessions_per_s / base.sessions_per_s:.2f}x" if base.sessions_per_s else "-",
+        ]
+        for r in results
+    ]  # fmt: skip
+    print(
+        f"Session cycle (create session + 1 lease + 1 swapped HTTPS request + delete), "
+        f"{WORKERS} concurrent workers, {seconds:.0f}s per scenario, {os.cpu_count()} CPUs"
+    )
+    print(table(["scenario", "sessions/s", "p50 ms", "p99 ms", "errors", "vs (b)"], rows))
+    print()
+    print(table(["process", "RSS MiB", "PSS MiB", "RSS vs bare python"], memory))
+    for note in notes:
+        print(note)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench_e2e")
+    parser.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 5)))
+    parser.add_argument(
+        "--upstream", nargs=3, metavar=("CERT", "KEY", "PORT"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args(argv if argv is not None else [])
+    if args.upstream:
+        _serve_upstream(args.upstream[0], args.upstream[1], int(args.upstream[2]))
+        return
+    run(args.seconds)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
