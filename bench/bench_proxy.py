@@ -1,0 +1,388 @@
+"""airlock-proxy throughput/latency against plain mitmdump, in one run.
+
+Scenarios (HTTPS GETs, keep-alive, 16 concurrent clients, local TLS upstream):
+
+  (a) plain ``mitmdump`` with no addons (baseline)
+  (b) airlock-proxy, memory store, 1 active lease (every request is swapped)
+  (c) airlock-proxy, memory store, 10,000 active leases
+  (d) airlock-proxy, Redis store, 1 active lease
+
+plus the lease PUT+DELETE round trip over the Unix control socket.
+Targets: (b) within 1.15x of (a); (c) within 1.05x of (b); round trip < 2 ms p50.
+
+The upstream runs in its own process so it does not share the load
+generator's GIL. Run alone: ``python -m bench.bench_proxy [--seconds N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from bench.report import percentile, table
+
+CONCURRENCY = 16
+PLACEHOLDER = "airlock-gh-bench-placeholder-0001"
+REAL = "ghs_bench_real_token_" + "x" * 20
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- upstream subprocess ---------------------------------------------------------
+
+
+def _serve_upstream(cert: str, key: str, port: int) -> None:
+    from aiohttp import web
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", hello)
+    web.run_app(app, host="127.0.0.1", port=port, ssl_context=ctx, print=None, access_log=None)
+
+
+async def _wait_port(
+    port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 20
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"process exited with {proc.returncode}") from None
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+# --- load generator ----------------------------------------------------------------
+
+
+async def _load(
+    url: str,
+    proxy: str,
+    proxy_headers: dict[str, str],
+    ca: str,
+    headers: dict[str, str],
+    seconds: float,
+) -> tuple[int, list[float], int]:
+    ctx = ssl.create_default_context(cafile=ca)
+    latencies: list[float] = []
+    errors = 0
+
+    async def worker(deadline: float, record: bool) -> None:
+        nonlocal errors
+        connector = aiohttp.TCPConnector(limit=1, ssl=ctx)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                try:
+                    async with session.get(
+                        url, proxy=proxy, proxy_headers=proxy_headers, headers=headers
+                    ) as resp:
+                        await resp.read()
+                        ok = resp.status == 200
+                except aiohttp.ClientError:
+                    ok = False
+                if record:
+                    if ok:
+                        latencies.append(time.perf_counter() - started)
+                    else:
+                        errors += 1
+
+    # Warm-up (tunnels, certificates), then measure.
+    warm = time.perf_counter() + 1.0
+    await asyncio.gather(*(worker(warm, False) for _ in range(CONCURRENCY)))
+    started = time.perf_counter()
+    deadline = started + seconds
+    await asyncio.gather(*(worker(deadline, True) for _ in range(CONCURRENCY)))
+    elapsed = time.perf_counter() - started
+    return int(len(latencies) / elapsed), latencies, errors
+
+
+# --- scenarios ---------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    proxy: str
+    proxy_headers: dict[str, str]
+    ca: str
+    rps: list[int] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+def _ms(samples: list[float], q: float) -> float:
+    return percentile(samples, q) * 1000
+
+
+async def _start_mitmdump(stack: ExitStack, work: Path, up_port: int, ca_path: Path) -> Target:
+    port = _free_port()
+    confdir = work / "mitmdump-conf"
+    mitmdump = Path(sys.executable).with_name("mitmdump")
+    proc = subprocess.Popen(
+        [
+            str(mitmdump), "-q",
+            "--listen-host", "127.0.0.1", "-p", str(port),
+            "--set", f"confdir={confdir}",
+            "--set", f"ssl_verify_upstream_trusted_ca={ca_path}",
+            "--set", "connection_strategy=lazy",
+            "--set", "upstream_cert=false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    stack.callback(_stop, proc)
+    await _wait_port(port, proc)
+    for _ in range(200):
+        if (confdir / "mitmproxy-ca-cert.pem").exists():
+            break
+        await asyncio.sleep(0.05)
+    return Target(
+        "(a) mitmdump, no addons",
+        f"https://localhost:{up_port}/x",
+        f"http://127.0.0.1:{port}",
+        {},
+        str(confdir / "mitmproxy-ca-cert.pem"),
+    )
+
+
+RULE = {
+    "host": "api.github.com",
+    "placeholder": PLACEHOLDER,
+    "schemes": ["token", "bearer"],
+    "replace": {"scheme": "bearer", "token": REAL},
+}
+
+
+async def _start_airlock(
+    stack: ExitStack,
+    name: str,
+    work: Path,
+    up_port: int,
+    ca_path: Path,
+    *,
+    store: str = "memory",
+    extra_leases: int = 0,
+) -> tuple[Target, str, str]:
+    from urllib.parse import urlsplit
+
+    from airlock.client.proxy import ProxyClient
+    from tests.fakes.proxy_harness import proxy_process
+
+    tmp = Path(tempfile.mkdtemp(prefix="al-bench-", dir=work))
+    proxy = stack.enter_context(
+        proxy_process(
+            tmp,
+            resolve=[f"api.github.com:443:127.0.0.1:{up_port}"],
+            upstream_ca=ca_path,
+            store=store,
+        )
+    )
+    async with ProxyClient(proxy.control) as client:
+        session = await client.create_session(allow=["api.github.com"], ttl_s=3600)
+        await client.put_lease(session.session_id, "bench", [RULE], ttl_s=3600)
+        await _fill(client, extra_leases)
+    parts = urlsplit(session.proxy_url)
+    auth = aiohttp.encode_basic_auth(parts.username or "", parts.password or "")
+    target = Target(
+        name,
+        "https://api.github.com/x",
+        f"http://127.0.0.1:{proxy.port}",
+        {"Proxy-Authorization": auth},
+        str(proxy.ca_path),
+    )
+    return target, proxy.control, session.session_id
+
+
+async def _round_trips(control: str, sid: str, count: int) -> list[float]:
+    from airlock.client.proxy import ProxyClient
+
+    trips: list[float] = []
+    async with ProxyClient(control) as client:
+        for i in range(count):
+            started = time.perf_counter()
+            rule = {**RULE, "placeholder": f"airlock-gh-rt-{i:08d}"}
+            await client.put_lease(sid, f"rt-{i}", [rule], ttl_s=60)
+            await client.delete_lease(sid, f"rt-{i}")
+            trips.append(time.perf_counter() - started)
+    return trips
+
+
+async def _fill(client: object, count: int) -> None:
+    """``count`` leases spread over 100 other sessions (as many sandboxes would)."""
+    from airlock.client.proxy import ProxyClient
+
+    assert isinstance(client, ProxyClient)
+    if count <= 0:
+        return
+    sessions = [
+        (await client.create_session(allow=["api.github.com"], ttl_s=3600)).session_id
+        for _ in range(100)
+    ]
+    sem = asyncio.Semaphore(32)
+
+    async def one(i: int) -> None:
+        async with sem:
+            rule = {
+                **RULE,
+                "placeholder": f"airlock-gh-fill-{i:08d}",
+                "replace": {"scheme": "bearer", "token": f"ghs_fill_{i:08d}"},
+            }
+            await client.put_lease(sessions[i % len(sessions)], f"fill-{i}", [rule], ttl_s=3600)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def run(seconds: float, leases: int, round_trips: int, rounds: int) -> None:
+    from tests.fakes.tls import TestCA
+
+    work = Path(tempfile.mkdtemp(prefix="al-bench-"))
+    notes: list[str] = []
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, work, True)
+        ca = TestCA(work / "ca")
+        leaf = ca.issue("api.github.com", "localhost")
+        up_port = _free_port()
+        upstream = subprocess.Popen(
+            [sys.executable, "-m", "bench.bench_proxy", "--upstream",
+             str(leaf.cert_path), str(leaf.key_path), str(up_port)],
+            cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+        stack.callback(_stop, upstream)
+        await _wait_port(up_port, upstream)
+        targets = [await _start_mitmdump(stack, work, up_port, ca.ca_path)]
+        b, control, sid = await _start_airlock(
+            stack, "(b) airlock, memory, 1 lease", work, up_port, ca.ca_path
+        )
+        targets.append(b)
+        c, _, _ = await _start_airlock(
+            stack, f"(c) airlock, memory, {leases:,} leases", work, up_port, ca.ca_path,
+            extra_leases=leases,
+        )  # fmt: skip
+        targets.append(c)
+        if shutil.which("redis-server"):
+            from tests.fakes.redis_server import redis_server_sync
+
+            redis = stack.enter_context(redis_server_sync())
+            d, _, _ = await _start_airlock(
+                stack, "(d) airlock, redis, 1 lease", work, up_port, ca.ca_path, store=redis.url
+            )
+            targets.append(d)
+        else:
+            notes.append("(d) skipped: redis-server not installed")
+        # Interleave rounds so machine noise spreads over every scenario alike.
+        for _ in range(rounds):
+            for t in targets:
+                rps, lat, errors = await _load(
+                    t.url, t.proxy, t.proxy_headers, t.ca,
+                    {"authorization": f"token {PLACEHOLDER}"}, seconds / rounds,
+                )  # fmt: skip
+                t.rps.append(rps)
+                t.latencies.extend(lat)
+                t.errors += errors
+        trips = await _round_trips(control, sid, round_trips)
+
+    def rps(t: Target) -> float:
+        return statistics.median(t.rps)
+
+    base, bt = targets[0], targets[1]
+    rows: list[list[object]] = []
+    for t in targets:
+        rows.append(
+            [
+                t.name, rps(t), _ms(t.latencies, 50), _ms(t.latencies, 99), t.errors,
+                f"{rps(base) / rps(t):.2f}x" if rps(t) else "-",
+                f"{_ms(t.latencies, 50) / _ms(base.latencies, 50):.2f}x",
+                f"{rps(bt) / rps(t):.2f}x" if t is not base and rps(t) else "-",
+            ]
+        )  # fmt: skip
+    print(
+        f"HTTPS GET through the proxy, keep-alive, {CONCURRENCY} concurrent clients, "
+        f"{seconds:.0f}s per scenario in {rounds} interleaved rounds (median req/s); "
+        "every airlock request is swapped"
+    )
+    print(
+        table(
+            [
+                "scenario",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "errors",
+                "time/req vs (a)",
+                "p50 vs (a)",
+                "time/req vs (b)",
+            ],
+            rows,
+        )
+    )
+    print()
+    print(
+        table(
+            ["lease PUT+DELETE round trip (unix socket, memory store)", "n", "p50 ms", "p99 ms"],
+            [["ProxyClient.put_lease + delete_lease", len(trips), _ms(trips, 50), _ms(trips, 99)]],
+        )
+    )
+    print("targets: (b)/(a) <= 1.15x, (c)/(b) <= 1.05x, round trip p50 < 2 ms")
+    for note in notes:
+        print(note)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench_proxy")
+    parser.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 5)))
+    parser.add_argument("--leases", type=int, default=10_000)
+    parser.add_argument("--round-trips", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--upstream", nargs=3, metavar=("CERT", "KEY", "PORT"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args(argv if argv is not None else [])
+    if args.upstream:
+        _serve_upstream(args.upstream[0], args.upstream[1], int(args.upstream[2]))
+        return
+    asyncio.run(run(args.seconds, args.leases, args.round_trips, args.rounds))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
