@@ -1,0 +1,84 @@
+"""``airlock gh``: the operator command, as a subprocess, through the proxy and the local GitHub."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from tests.fakes.github import FakeGitHub
+from tests.fakes.proxy_harness import running_proxy
+
+
+async def _airlock(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "airlock.client.cli",
+        *args,
+        env=env,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_airlock_gh_local(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text(fake_github.app_private_key_pem)
+    async with running_proxy(
+        tmp_path / "proxy",
+        allow=["api.github.com", "github.com"],
+        resolve=fake_github.resolve,
+        upstream_ca=fake_github.ca_path,
+    ) as proxy:
+        import os
+
+        env = {**os.environ, "AIRLOCK_PROXY_CONTROL": proxy.control}
+        common = [
+            "gh",
+            "--org", "acme",
+            "--repo", "acme/widgets",
+            "--local",
+            "--proxy-address", proxy.address,
+            "--app-id", str(fake_github.app_id),
+            "--app-key-file", str(key),
+            "--api-url", fake_github.api_url,
+            "--api-ca-file", str(fake_github.ca_path),
+        ]  # fmt: skip
+        rc, out, err = await _airlock(
+            *common, "--", "gh", "api", "repos/acme/widgets", "--jq", ".full_name",
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
+        assert rc == 0, err
+        assert out.strip() == "acme/widgets"
+        assert len(fake_github.mints) == 1
+        assert fake_github.mints[0].token not in out + err
+        rc, out, err = await _airlock(
+            *common, "--json", "--", "gh api repos/acme/widgets --jq .name", env=env, cwd=tmp_path
+        )
+        assert rc == 0, err
+        assert json.loads(out)["stdout"].strip() == "widgets"
+        rc, out, err = await _airlock(
+            *common, "--", "gh", "pr", "view", "1", "--repo", "acme/other", env=env, cwd=tmp_path
+        )
+        assert rc == 3 and "denied" in err and "acme/other" in err
+        assert len(fake_github.mints) == 2
+        # Each run's temporary session was deleted again.
+        events: list[str] = []
+        for _ in range(100):  # the audit log is written by a background thread
+            events = [e["event"] for e in proxy.audit_events()]
+            if events.count("session_deleted") >= 3:
+                break
+            await asyncio.sleep(0.05)
+        assert events.count("session_created") == 3
+        assert events.count("session_deleted") == 3
+        rc, _, err = await _airlock(
+            "gh", "--org", "acme", "--repo", "acme/widgets", "--local", "--", "gh", "pr", "list",
+            env={k: v for k, v in env.items() if not k.startswith("AIRLOCK_GITHUB")},
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert rc == 2 and "credentials" in err
