@@ -79,11 +79,11 @@ COPY --chmod=0755 deploy/docker/control-get.py /usr/local/bin/airlock-control-ge
 RUN ln -s /opt/airlock/bin/airlock-signed-commit /usr/local/bin/gh-signed-commit \
  && mkdir -p /workspace /run/airlock /etc/airlock /usr/local/share/airlock \
  && chown airlock:airlock /workspace /run/airlock \
- && python -c 'from airlock.daemon.tooling_key import tooling_key; print(tooling_key())' \
-      > /usr/local/share/airlock/tooling-key \
+ && airlockd --tooling-key > /usr/local/share/airlock/tooling-key \
  && python -c 'import json; from airlock.daemon.tooling_key import tooling_manifest; print(json.dumps(tooling_manifest(), indent=2, sort_keys=True))' \
       > /usr/local/share/airlock/tooling-manifest.json \
- && command -v git gh rg gh-signed-commit airlockd >/dev/null
+ && for tool in git gh rg gh-signed-commit airlockd airlock-signed-commit; do \
+      command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 1; }; done
 WORKDIR /workspace
 VOLUME ["/workspace", "/run/airlock"]
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \

@@ -232,3 +232,20 @@ def test_images_install_the_wheel_by_file_never_by_name() -> None:
         text = " ".join(dockerfile_stages()[stage])
         assert re.search(r'pip install "\$\{w\}\[\w+\]"', text), stage
         assert "pip install airlock" not in text
+
+
+def test_every_shell_snippet_parses() -> None:
+    """`sh -n` on each RUN of the Dockerfile, the entrypoint and the compose one-shot."""
+    snippets: list[str] = []
+    for lines in dockerfile_stages().values():
+        snippets += [line[len("RUN ") :] for line in lines if line.startswith("RUN ")]
+    assert len(snippets) >= 6
+    snippets.append((REPO / "deploy" / "docker" / "sandbox-entrypoint.sh").read_text())
+    snippets.append(service("prepare")["command"][0])
+    for snippet in snippets:
+        proc = subprocess.run(
+            ["sh", "-n", "-c", snippet], capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, f"{snippet[:80]}...: {proc.stderr}"
+    broken = subprocess.run(["sh", "-n", "-c", "for x in; do"], capture_output=True, check=False)
+    assert broken.returncode != 0, "sh -n must reject a broken snippet"
