@@ -16,6 +16,7 @@ _BY_SUFFIX: dict[str, str] = {
     ".cts": "typescript",
     ".tsx": "tsx",
     ".json": "json",
+    ".jsonc": "jsonc",
     ".yaml": "yaml",
     ".yml": "yaml",
     ".toml": "toml",
@@ -45,10 +46,21 @@ TYPED_LANGUAGES = frozenset({"python", "typescript", "tsx", "javascript"})
 """Languages that have a type checker in the sandbox (JavaScript only under a js/tsconfig)."""
 
 JSON_WITH_COMMENTS = frozenset(
-    {"tsconfig.json", "jsconfig.json", ".eslintrc.json", "devcontainer.json", "settings.json"}
+    {
+        "jsconfig.json",
+        ".eslintrc.json",
+        "devcontainer.json",
+        ".devcontainer.json",
+        "settings.json",
+        "launch.json",
+        "tasks.json",
+        "extensions.json",
+        "tslint.json",
+        ".babelrc",
+        "turbo.json",
+    }
 )
-"""JSONC files by convention: comments in them are not syntax errors (tree-sitter-json
-accepts comments anyway; listed so the rule is written down)."""
+"""JSONC by convention (comments and trailing commas allowed), besides tsconfig*.json."""
 
 
 def language_of(path: PurePath | str) -> str | None:
@@ -56,8 +68,8 @@ def language_of(path: PurePath | str) -> str | None:
     p = PurePath(path)
     if p.name in _BY_NAME:
         return _BY_NAME[p.name]
-    if p.name.startswith("tsconfig") and p.suffix == ".json":
-        return "json"
+    if p.name in JSON_WITH_COMMENTS or (p.name.startswith("tsconfig") and p.suffix == ".json"):
+        return "jsonc"
     return _BY_SUFFIX.get(p.suffix.lower())
 
 

@@ -99,7 +99,9 @@ class EditTracker:
     async def start(self) -> None:
         """Begin the baseline; called before validation so the two overlap."""
         if self.enabled and self._baseline is None:
-            self._baseline = asyncio.create_task(self.service.collect(self.paths, ALL_CHECKS))
+            self._baseline = asyncio.create_task(
+                self.service.collect(self.paths, self.service.edit_checks)
+            )
 
     async def before_write(self) -> None:
         """Wait for the baseline; called right before the first byte is written."""
@@ -121,10 +123,11 @@ class EditTracker:
             before = await asyncio.shield(self._baseline)
         except asyncio.CancelledError:
             raise
-        after = await self.service.collect(self.paths, ALL_CHECKS)
+        checks = self.service.edit_checks
+        after = await self.service.collect(self.paths, checks)
         findings: dict[str, list[Finding]] = {}
         merged: Results = {}
-        for check in ALL_CHECKS:
+        for check in checks:
             old, new = before[check], after[check]
             blind = old.skipped_paths  # no baseline for these: their findings cannot be judged
             candidates = [f for f in new.findings if f.diagnostic.path not in blind]
@@ -135,16 +138,24 @@ class EditTracker:
                 *(f"baseline: {r}" for r in old.skipped if r not in new.skipped),
             ]
             merged[check] = result
-        diagnostics = _capped(merged, ALL_CHECKS, findings)
-        return diagnostics, _skipped_entries(merged, ALL_CHECKS, with_not_applicable=False)
+        diagnostics = _capped(merged, checks, findings)
+        return diagnostics, _skipped_entries(merged, checks, with_not_applicable=False)
 
 
 class DiagnosticsService:
     """Runs the checks; owns the worker process that parses files."""
 
-    def __init__(self, workspace: Path, timeout_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        timeout_s: float = 20.0,
+        *,
+        edit_checks: Sequence[CheckName] = ALL_CHECKS,
+    ) -> None:
         self.workspace = workspace
         self.timeout_s = timeout_s
+        self.edit_checks: list[CheckName] = list(edit_checks)
+        """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
         self.worker = WorkerClient()
 
     async def run(

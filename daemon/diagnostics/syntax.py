@@ -1,4 +1,4 @@
-"""The ``syntax`` check: tree-sitter ERROR and MISSING nodes, Python's own parser on top.
+"""The ``syntax`` check: tree-sitter ERROR and MISSING nodes, exact parsers on top.
 
 Runs inside the diagnostics worker process (see ``worker.py``), never in the
 daemon: py-tree-sitter holds the GIL while it parses and ``ast.parse`` of a
@@ -8,15 +8,13 @@ Parsers are built once per language and kept by :class:`SyntaxChecker`.
 
 from __future__ import annotations
 
-import ast
 import importlib
-import sys
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import tree_sitter
 
+from airlock.daemon.diagnostics import precise
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
 
 CHECK = "syntax"
@@ -27,6 +25,7 @@ _GRAMMARS: dict[str, tuple[str, str]] = {
     "typescript": ("tree_sitter_typescript", "language_typescript"),
     "tsx": ("tree_sitter_typescript", "language_tsx"),
     "json": ("tree_sitter_json", "language"),
+    "jsonc": ("tree_sitter_json", "language"),
     "yaml": ("tree_sitter_yaml", "language"),
     "toml": ("tree_sitter_toml", "language"),
     "go": ("tree_sitter_go", "language"),
@@ -39,7 +38,6 @@ _GRAMMARS: dict[str, tuple[str, str]] = {
 
 SUPPORTED_LANGUAGES = frozenset(_GRAMMARS)
 _SNIPPET_CHARS = 40
-_PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 class GrammarUnavailable(Exception):
@@ -74,8 +72,8 @@ class SyntaxChecker:
         data = text.encode("utf-8")
         tree = self.parser(language).parse(data)
         found = _tree_findings(tree.root_node, data, display)
-        if language == "python":
-            return _with_python_parser(text, display, found)
+        if language in precise.POLICIES:
+            return precise.combine(language, text, display, found)
         return found
 
 
@@ -142,42 +140,3 @@ def _unexpected(node: tree_sitter.Node, data: bytes) -> str:
     if not first:
         return f"syntax error{where}"
     return f'syntax error: unexpected "{first}"{where}'
-
-
-def _with_python_parser(text: str, display: str, tree_found: list[Finding]) -> list[Finding]:
-    """Python's parser is the authority on Python; tree-sitter fills in the rest.
-
-    - Python accepts the file: tree-sitter's complaints are grammar lag, dropped.
-    - Python rejects it: its precise message comes first, plus tree-sitter's
-      findings on other lines (Python stops at the first error).
-    - Only Python rejects it: said so in the message, since the daemon's Python
-      may be older than the project's.
-    """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text, filename=display)
-    except SyntaxError as exc:
-        line = exc.lineno or 1
-        lines = text.split("\n")
-        anchor = lines[line - 1] if 0 < line <= len(lines) else ""
-        message = exc.msg
-        if not tree_found:
-            message += (
-                f" (reported by Python {_PY_VERSION}'s parser; tree-sitter accepts this, so it "
-                f"may be syntax newer than Python {_PY_VERSION})"
-            )
-        primary = finding(
-            path=display,
-            line=line,
-            column=exc.offset or 1,
-            severity="error",
-            check=CHECK,
-            code="python-syntax",
-            message=message,
-            anchor=anchor,
-        )
-        return [primary, *(f for f in tree_found if f.diagnostic.line != line)]
-    except (ValueError, RecursionError, MemoryError):
-        return tree_found
-    return []
