@@ -1,8 +1,9 @@
 """One airlock-proxy process: mitmproxy and the control API in one event loop.
 
 mitmproxy 11 is embedded as a ``DumpMaster`` with ``with_termlog=False`` and
-``with_dumper=False``: nothing prints flows or headers. Our addons follow the
-defaults in this order, which is the order mitmproxy calls them in:
+``with_dumper=False``: nothing prints flows or headers. Our concerns run after
+mitmproxy's defaults, through one :class:`~airlock.proxy.addons.chain.Chain`
+addon, in this order:
 
     SessionAuth -> EgressPolicy -> InterceptDecision -> Swap -> Scrub
 
@@ -27,6 +28,7 @@ from mitmproxy.tools.dump import DumpMaster
 
 from airlock.proxy import ca as ca_mod
 from airlock.proxy.addons.auth import SessionAuth
+from airlock.proxy.addons.chain import Chain
 from airlock.proxy.addons.intercept import InterceptDecision
 from airlock.proxy.addons.policy import EgressPolicy
 from airlock.proxy.addons.scrub import Scrub
@@ -130,11 +132,15 @@ class ProxyServer:
             block_global=False,
         )
         master.addons.add(  # type: ignore[no-untyped-call]
-            SessionAuth(ctx),
-            EgressPolicy(ctx),
-            InterceptDecision(ctx),
-            Swap(ctx),
-            Scrub(ctx),
+            Chain(
+                [
+                    SessionAuth(ctx),
+                    EgressPolicy(ctx),
+                    InterceptDecision(ctx),
+                    Swap(ctx),
+                    Scrub(ctx),
+                ]
+            )
         )
         runner = await _start_control(ControlAPI(ctx, ca.cert_pem), config)
         expiry_task = asyncio.create_task(ctx.expiry.run(), name="airlock-expiry")

@@ -214,7 +214,10 @@ class ProxyProcess:
         env.update(extra)
         return env
 
-    def audit_events(self) -> list[dict[str, Any]]:
+    def audit_events(self, settle_s: float = 0.2) -> list[dict[str, Any]]:
+        """Parsed audit lines. The proxy flushes its audit log every 50 ms, so
+        this first waits ``settle_s`` for lines of just-finished requests."""
+        time.sleep(settle_s)
         if not self.audit_log.exists():
             return []
         out: list[dict[str, Any]] = []
