@@ -212,6 +212,14 @@ def test_sandbox_template_runs_airlockd_with_a_token_and_health_probes() -> None
     assert "--token-file" in args, "a TCP daemon listener needs a token"
     ports = {p["name"]: p["containerPort"] for p in sandbox["ports"]}
     assert int(listen.rsplit(":", 1)[1]) == ports["daemon"]
+    # The crash journal lives beside the socket (no --state-dir): on a volume that
+    # survives a container restart, and the pod restarts the container.
+    assert "--state-dir" not in args
+    socket_dir = arg_value(args, "--socket").rsplit("/", 1)[0]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    run_mount = next(m for m in sandbox["volumeMounts"] if m["mountPath"] == socket_dir)
+    assert "emptyDir" in volumes[run_mount["name"]]
+    assert spec["restartPolicy"] == "OnFailure"
     for probe in ("readinessProbe", "livenessProbe"):
         assert sandbox[probe]["httpGet"] == {"path": "/v1/health", "port": "daemon"}
 

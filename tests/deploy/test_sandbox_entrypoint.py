@@ -257,3 +257,14 @@ def test_default_command_is_airlockd_on_the_shared_socket(root: Root, tmp_path: 
     sock = str(root.dir / "run" / "airlock" / "airlockd.sock")
     assert out.read_text().split("\n")[:4] == ["--workspace", "/srv/ws", "--socket", sock]
     assert out.stat().st_uid == 65534
+
+
+def test_a_rotation_bundle_of_two_cas_trusts_both(root: Root) -> None:
+    """During CA rotation proxy-ca.pem holds the old and the new certificate."""
+    old = TestCA(root.dir / "old-ca")
+    ca_file = Path(root.env["AIRLOCK_PROXY_CA"])
+    ca_file.write_bytes(old.ca_path.read_bytes() + root.ca.ca_path.read_bytes())
+    result = _probe(root)
+    assert result["curl"] == "0" and result["python"] == "0"
+    bundle = Path(root.env["AIRLOCK_SYSTEM_BUNDLE"]).read_text()
+    assert old.ca_path.read_text() in bundle and root.ca.ca_path.read_text() in bundle
