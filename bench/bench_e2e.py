@@ -51,6 +51,10 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int
+    phases_p50_ms: dict[str, float]
+
+
+PHASES = ("create", "lease", "request", "delete")
 
 
 def _free_port() -> int:
@@ -119,8 +123,11 @@ def _upstream(work: Path) -> Iterator[tuple[int, Path]]:
 
 async def _cycles(
     replicas: list[tuple[str, int, Path]], seconds: float, cross: bool
-) -> tuple[int, list[float], int, float]:
-    """Run session cycles for ``seconds``; returns (count, latencies, errors, elapsed)."""
+) -> tuple[int, list[float], int, float, dict[str, list[float]]]:
+    """Run session cycles for ``seconds``.
+
+    Returns (count, latencies, errors, elapsed, per-phase latencies).
+    """
     import ssl
 
     from airlock.client.proxy import ProxyClient
@@ -128,6 +135,7 @@ async def _cycles(
     clients = [ProxyClient(control) for control, _, _ in replicas]
     ctx = ssl.create_default_context(cafile=str(replicas[0][2]))
     latencies: list[float] = []
+    phases: dict[str, list[float]] = {p: [] for p in PHASES}
     errors = 0
     counter = iter(range(10**9))
 
@@ -135,7 +143,17 @@ async def _cycles(
         ctl = clients[i % len(clients)]
         _, port, _ = replicas[(i + (1 if cross else 0)) % len(replicas)]
         placeholder = f"airlock-gh-bench-{i:010d}"
+        mark = time.perf_counter()
+        timings: dict[str, float] = {}
+
+        def lap(phase: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            timings[phase] = now - mark
+            mark = now
+
         session = await ctl.create_session(allow=["api.github.com"], ttl_s=120)
+        lap("create")
         try:
             rule = {
                 "host": "api.github.com",
@@ -144,6 +162,7 @@ async def _cycles(
                 "replace": {"scheme": "bearer", "token": REAL},
             }
             await ctl.put_lease(session.session_id, "l", [rule], ttl_s=120)
+            lap("lease")
             parts = urlsplit(session.proxy_url)
             auth = aiohttp.encode_basic_auth(parts.username or "", parts.password or "")
             async with http.get(
@@ -153,9 +172,15 @@ async def _cycles(
                 headers={"authorization": f"token {placeholder}"},
             ) as resp:
                 await resp.read()
-                return resp.status == 200
+                ok = resp.status == 200
+            lap("request")
+            return ok
         finally:
             await ctl.delete_session(session.session_id)
+            lap("delete")
+            if len(timings) == len(PHASES):
+                for phase, value in timings.items():
+                    phases[phase].append(value)
 
     async def worker(deadline: float, record: bool) -> None:
         nonlocal errors
@@ -182,7 +207,7 @@ async def _cycles(
     finally:
         for client in clients:
             await client.aclose()
-    return len(latencies), latencies, errors, elapsed
+    return len(latencies), latencies, errors, elapsed, phases
 
 
 def _scenario(
@@ -205,11 +230,18 @@ def _scenario(
                     shutil.copy(procs[0].state_dir / f, proc.state_dir / f)
             procs.append(proc.start())
         replicas = [(p.control, p.port, p.ca_path) for p in procs]
-        n, lat, errors, elapsed = asyncio.run(_cycles(replicas, seconds, cross=count > 1))
+        n, lat, errors, elapsed, phases = asyncio.run(_cycles(replicas, seconds, cross=count > 1))
     finally:
         for p in procs:
             p.stop()
-    return Result(name, n / elapsed, percentile(lat, 50) * 1000, percentile(lat, 99) * 1000, errors)
+    return Result(
+        name,
+        n / elapsed,
+        percentile(lat, 50) * 1000,
+        percentile(lat, 99) * 1000,
+        errors,
+        {k: percentile(v, 50) * 1000 for k, v in phases.items()},
+    )
 
 
 # --- idle memory ----------------------------------------------------------------------
@@ -300,6 +332,13 @@ def run(seconds: float) -> None:
         f"{WORKERS} concurrent workers, {seconds:.0f}s per scenario, {os.cpu_count()} CPUs"
     )
     print(table(["scenario", "sessions/s", "p50 ms", "p99 ms", "errors", "vs (b)"], rows))
+    print()
+    print(
+        table(
+            ["scenario", *(f"{p} p50 ms" for p in PHASES)],
+            [[r.name, *(r.phases_p50_ms[p] for p in PHASES)] for r in results],
+        )
+    )
     print()
     print(table(["process", "RSS MiB", "PSS MiB", "RSS vs bare python"], memory))
     for note in notes:
