@@ -249,3 +249,10 @@ def test_every_shell_snippet_parses() -> None:
         assert proc.returncode == 0, f"{snippet[:80]}...: {proc.stderr}"
     broken = subprocess.run(["sh", "-n", "-c", "for x in; do"], capture_output=True, check=False)
     assert broken.returncode != 0, "sh -n must reject a broken snippet"
+
+
+def test_locally_built_images_are_never_pulled() -> None:
+    """A service using a `:local` tag must build it; compose would otherwise pull it."""
+    for name, svc in compose()["services"].items():
+        if str(svc.get("image", "")).endswith(":local"):
+            assert svc.get("build"), f"{name} uses a local image without build:"
