@@ -10,13 +10,13 @@ with protocol and endPort), so the tests can ask the question the issue asks
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kubernetes.client as k8s
+import pydantic
 import yaml
 
 Doc = dict[str, Any]
@@ -40,68 +40,22 @@ def model_class(doc: Mapping[str, Any]) -> type[Any]:
     return cls  # type: ignore[no-any-return]
 
 
-def _legacy_validate(cls: type[Any], data: Any, where: str) -> list[str]:
-    """Strict walk for the pre-pydantic (swagger-codegen) kubernetes models."""
-    errors: list[str] = []
-    if not isinstance(data, dict):
-        return [f"{where}: expected a mapping for {cls.__name__}"]
-    by_json = {v: k for k, v in cls.attribute_map.items()}
-    for key, value in data.items():
-        attr = by_json.get(key)
-        if attr is None:
-            errors.append(f"{where}.{key}: unknown field of {cls.__name__}")
-            continue
-        errors += _legacy_value(cls.openapi_types[attr], value, f"{where}.{key}")
-    try:
-        kwargs = {by_json[key]: value for key, value in data.items() if key in by_json}
-        cls(**kwargs)
-    except ValueError as exc:
-        errors.append(f"{where}: {exc}")
-    return errors
-
-
-def _legacy_value(type_name: str, value: Any, where: str) -> list[str]:
-    if value is None:
-        return []
-    list_match = re.fullmatch(r"list\[(.+)\]", type_name)
-    if list_match:
-        if not isinstance(value, list):
-            return [f"{where}: expected a list"]
-        return [
-            e
-            for i, v in enumerate(value)
-            for e in _legacy_value(list_match.group(1), v, f"{where}[{i}]")
-        ]
-    dict_match = re.fullmatch(r"dict\(str, (.+)\)", type_name)
-    if dict_match:
-        if not isinstance(value, dict):
-            return [f"{where}: expected a mapping"]
-        return [
-            e
-            for key, v in value.items()
-            for e in _legacy_value(dict_match.group(1), v, f"{where}.{key}")
-        ]
-    sub = getattr(k8s, type_name, None)
-    if sub is not None and hasattr(sub, "attribute_map"):
-        return _legacy_validate(sub, value, where)
-    return []
-
-
 def validation_errors(doc: Mapping[str, Any]) -> list[str]:
     """Why ``doc`` does not deserialise into its model ([] when it does).
 
     Unknown fields and missing required fields are both errors, at any depth.
     """
     cls = model_class(doc)
-    if hasattr(cls, "model_validate"):
-        import pydantic
-
-        try:
-            cls.model_validate(dict(doc))
-        except pydantic.ValidationError as exc:
-            return [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        return []
-    return _legacy_validate(cls, dict(doc), doc["kind"])
+    if not hasattr(cls, "model_validate"):
+        raise RuntimeError(
+            "strict validation needs the pydantic-based kubernetes client models "
+            f"(kubernetes>=37); {cls.__name__} is an older generated model"
+        )
+    try:
+        cls.model_validate(dict(doc))
+    except pydantic.ValidationError as exc:
+        return [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+    return []
 
 
 # --- NetworkPolicy evaluation -------------------------------------------------
