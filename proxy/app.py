@@ -130,6 +130,9 @@ class ProxyServer:
             websocket=True,
             connection_strategy="lazy",
             block_global=False,
+            # Big bodies (git packs) stream instead of sitting in memory; the
+            # scrubber still sees every chunk (see addons/scrub.py).
+            stream_large_bodies="4m",
         )
         master.addons.add(  # type: ignore[no-untyped-call]
             Chain(

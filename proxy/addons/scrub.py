@@ -5,6 +5,11 @@ remembered for that connection; response headers and buffered bodies are
 rewritten back to the placeholder the sandbox sent. Bodies are decoded first
 (gzip, br, zstd, deflate), so compression cannot hide a token; a body that
 cannot be decoded is withheld (502) rather than passed through unscrubbed.
+
+Large bodies (mitmproxy's ``stream_large_bodies``, e.g. git packs) stay
+streamed when they are not content-encoded: a :class:`StreamScrubber` rewrites
+them chunk by chunk, holding back just enough bytes that a token split across
+chunks is still caught. Encoded large bodies are buffered and scrubbed whole.
 """
 
 from __future__ import annotations
@@ -19,6 +24,27 @@ def _replace(data: bytes, pairs: dict[bytes, bytes]) -> bytes:
         if real in data:
             data = data.replace(real, placeholder)
     return data
+
+
+class StreamScrubber:
+    """Chunk-wise replacement that never lets a split token through."""
+
+    def __init__(self, pairs: dict[bytes, bytes]) -> None:
+        self.pairs = dict(pairs)
+        self.keep = max(len(k) for k in self.pairs) - 1
+        self.tail = b""
+
+    def __call__(self, chunk: bytes) -> bytes:
+        data = _replace(self.tail + chunk, self.pairs)
+        if not chunk:  # end of stream
+            self.tail = b""
+            return data
+        if len(data) <= self.keep:
+            self.tail = data
+            return b""
+        cut = len(data) - self.keep
+        self.tail = data[cut:]
+        return data[:cut]
 
 
 class Scrub:
@@ -37,8 +63,17 @@ class Scrub:
         fields = [(name, _replace(value, pairs)) for name, value in headers.fields]
         if fields != list(headers.fields):
             headers.fields = tuple(fields)
-        # Streaming would bypass the body scrub: keep it buffered.
-        flow.response.stream = False
+        if flow.response.stream:
+            encoding = flow.response.headers.get("content-encoding", "identity").lower()
+            if encoding in ("", "identity"):
+                flow.response.stream = StreamScrubber(pairs)
+                # Replacements change the length: frame the body by chunks
+                # (HTTP/1 clients) or by the stream's end (HTTP/2).
+                flow.response.headers.pop("content-length", None)
+                if flow.client_conn.alpn != b"h2":
+                    flow.response.headers["transfer-encoding"] = "chunked"
+            else:
+                flow.response.stream = False
 
     def response(self, flow: http.HTTPFlow) -> None:
         pairs = self._pairs(flow)

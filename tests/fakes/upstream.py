@@ -4,7 +4,8 @@ It plays "api.github.com", "github.com" or any other host (the proxy reaches it
 through ``--resolve``) and reports what actually arrived: every request is
 recorded in :attr:`EchoUpstream.requests`, and the response echoes the
 ``Authorization`` header back in a header (``X-Echo-Authorization``) and in the
-JSON body, so scrubbing can be tested. ``?gzip=1`` gzips the body.
+JSON body, so scrubbing can be tested. ``?gzip=1`` gzips the body; ``?big=N`` sends N bytes repeating the
+Authorization value every ~1 KiB (a streamed body).
 ``/ws`` is a WebSocket that first sends the upgrade request's Authorization.
 
 Running in a thread lets tests use blocking clients (curl, git, http.client)
@@ -79,6 +80,11 @@ class EchoUpstream:
         headers = {"content-type": "application/json"}
         if auth:
             headers["x-echo-authorization"] = auth[0]
+        big = int(request.query.get("big", "0"))
+        if big and auth:
+            unit = (b"." * 1013) + auth[0].encode()
+            body = (unit * (big // len(unit) + 1))[:big]
+            headers["content-type"] = "application/octet-stream"
         if request.query.get("gzip") == "1":
             body = gzip.compress(body)
             headers["content-encoding"] = "gzip"

@@ -7,11 +7,13 @@ proxy wrote for every real token used in this module.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import http.client
 import json
 import ssl
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,6 +309,33 @@ async def test_basic_echo_is_scrubbed(sandbox: Sandbox, github: EchoUpstream) ->
     assert github.last().one("authorization") == basic("x-access-token", real)
     assert basic("x-access-token", real).split()[1] not in result.stdout
     assert basic("x-access-token", ph).split()[1] in result.stdout
+
+
+@pytest.mark.parametrize("version", ["--http1.1", "--http2"])
+async def test_large_streamed_body_is_scrubbed(
+    sandbox: Sandbox, github: EchoUpstream, version: str
+) -> None:
+    """A body over the streaming threshold, with the token at every chunk offset."""
+    ph, real = placeholder(), token()
+    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    size = 6 * 1024 * 1024
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [
+            "curl",
+            "-sS",
+            "-H",
+            f"Authorization: token {ph}",
+            f"https://api.github.com/big?big={size}",
+        ],
+        env=sandbox.env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert github.last().one("authorization") == f"Bearer {real}"
+    assert real.encode() not in result.stdout
+    assert result.stdout.count(f"Bearer {ph}".encode()) > 5000
 
 
 # --- no swap ------------------------------------------------------------------
