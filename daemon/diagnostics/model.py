@@ -1,17 +1,24 @@
 """The shapes the checks share: one finding, one check's outcome, the limits.
 
-A :class:`Finding` is a wire :class:`Diagnostic` plus the text of the line it
-sits on. The anchor never leaves the daemon; the baseline subtraction uses it
-to decide *which* of several identical-looking problems an edit added (the
-one whose line is new beats the one whose line merely moved).
+A :class:`Finding` is a diagnostic plus the text of the line it sits on. The
+anchor never leaves the daemon; the baseline subtraction uses it to decide
+*which* of several identical-looking problems an edit added (the one whose
+line is new beats the one whose line merely moved).
+
+Plain dataclasses, no pydantic: the worker process imports this module and
+its start-up time is paid after every worker restart.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Literal
 
-from airlock.daemon.protocol import Diagnostic, Severity
+if TYPE_CHECKING:
+    from airlock.daemon.protocol import Diagnostic
+
+Severity = Literal["error", "warning", "info"]
 
 MAX_DIAGNOSTICS = 50
 """Per check, in any one answer: a model cannot act on more, and they cost tokens."""
@@ -31,10 +38,28 @@ def cut_message(message: str) -> str:
 
 
 @dataclass(frozen=True)
+class Diag:
+    """The wire fields of one diagnostic (``protocol.Diagnostic``), without pydantic."""
+
+    path: str
+    line: int
+    column: int
+    severity: Severity
+    check: str
+    code: str
+    message: str
+
+    def to_wire(self) -> Diagnostic:
+        from airlock.daemon.protocol import Diagnostic
+
+        return Diagnostic(**asdict(self))
+
+
+@dataclass(frozen=True)
 class Finding:
     """A diagnostic and the stripped text of its line (the subtraction's tie-breaker)."""
 
-    diagnostic: Diagnostic
+    diagnostic: Diag
     anchor: str = ""
 
     @property
@@ -60,7 +85,7 @@ def finding(
     anchor: str = "",
 ) -> Finding:
     return Finding(
-        Diagnostic(
+        Diag(
             path=path,
             line=max(1, line),
             column=max(1, column),

@@ -57,7 +57,7 @@ def _capped(
             findings.get(check, []),
             key=lambda f: (f.diagnostic.path, f.diagnostic.line, f.diagnostic.column),
         )
-        out.extend(f.diagnostic for f in ordered[:MAX_DIAGNOSTICS])
+        out.extend(f.diagnostic.to_wire() for f in ordered[:MAX_DIAGNOSTICS])
         if len(ordered) > MAX_DIAGNOSTICS:
             results[check].skipped.append(
                 f"only the first {MAX_DIAGNOSTICS} of {len(ordered)} {check} diagnostics are shown"

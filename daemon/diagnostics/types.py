@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from airlock.daemon.diagnostics.languages import language_of
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
+from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
 from airlock.daemon.diagnostics.procs import CheckUnavailable, run_bounded
-from airlock.daemon.protocol import Severity
 
 CHECK = "types"
 TYPESCRIPT_ENV = "AIRLOCK_TYPESCRIPT"

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import select
 import sys
+from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,7 @@ from airlock.daemon.text import decode
 
 
 def _dump(findings: list[Finding]) -> list[dict[str, Any]]:
-    return [{**f.diagnostic.model_dump(), "anchor": f.anchor} for f in findings]
+    return [{**asdict(f.diagnostic), "anchor": f.anchor} for f in findings]
 
 
 class Worker:
@@ -86,10 +90,40 @@ class Worker:
         return {"applicable": False, "findings": [], "error": f"unknown check {check!r}"}
 
 
+IDLE_EXIT_S = 600.0
+"""An unused worker exits on its own; the daemon starts a new one on demand."""
+
+
+def request_lines(fd: int, idle_s: float) -> Iterator[bytes]:
+    """Lines from ``fd`` until end of input, idleness, or the parent going away.
+
+    The parent check matters when the daemon is killed while another process
+    still holds the pipe's write end (a forked child): EOF would never come.
+    """
+    parent = os.getppid()
+    buffer = b""
+    idle = 0.0
+    while True:
+        ready, _, _ = select.select([fd], [], [], 5.0)
+        if not ready:
+            idle += 5.0
+            if os.getppid() != parent or idle >= idle_s:
+                return
+            continue
+        idle = 0.0
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield line
+
+
 def main() -> None:
     worker = Worker()
     out = sys.stdout
-    for raw in sys.stdin:
+    for raw in request_lines(sys.stdin.fileno(), IDLE_EXIT_S):
         try:
             req = json.loads(raw)
             answer = worker.handle(req)

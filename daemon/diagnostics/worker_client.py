@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,20 @@ class WorkerGone(Exception):
     """The worker exited (crashed or was killed) while a request was pending."""
 
 
+def _kill_all(pids: set[int]) -> None:
+    """Finaliser of a dropped client: its worker must not outlive it."""
+    for pid in list(pids):
+        kill_group(pid)
+    pids.clear()
+
+
 class _Channel:
     """One worker process and the requests waiting on it."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, live: set[int]) -> None:
         self.proc = proc
+        self.live = live
+        live.add(proc.pid)
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.reader: asyncio.Task[None] = asyncio.create_task(self._read())
 
@@ -58,6 +68,7 @@ class _Channel:
         except (ValueError, asyncio.LimitOverrunError, ConnectionError):
             pass
         finally:
+            self.live.discard(self.proc.pid)  # exited (not yet reaped: the pid is not reused)
             for future in list(self.pending.values()):
                 if not future.done():
                     future.set_exception(WorkerGone("the diagnostics worker exited"))
@@ -69,6 +80,7 @@ class _Channel:
     def kill(self) -> None:
         if self.proc.returncode is None:
             kill_group(self.proc.pid)
+        self.live.discard(self.proc.pid)
         with contextlib.suppress(Exception):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -82,6 +94,10 @@ class WorkerClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
         self._start_lock: asyncio.Lock | None = None
+        # A Workspace that is simply dropped (tests, embedders) never calls aclose;
+        # the finaliser kills its worker so workers cannot pile up in one process.
+        self._live: set[int] = set()
+        weakref.finalize(self, _kill_all, self._live)
 
     @property
     def pid(self) -> int | None:
@@ -140,7 +156,7 @@ class WorkerClient:
                 )
             except OSError as exc:
                 raise CheckUnavailable(f"cannot start the diagnostics worker: {exc}") from exc
-            self._channel = _Channel(proc)
+            self._channel = _Channel(proc, self._live)
             return self._channel
 
     def _discard(self, channel: _Channel) -> None:

@@ -1,0 +1,134 @@
+"""``types`` with the real checkers: basedpyright for Python, typescript@5 for TS/TSX."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airlock.daemon.diagnostics.service import DiagnosticsService
+from airlock.daemon.diagnostics.types import TYPESCRIPT_ENV, find_typescript, node_executable
+from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.protocol import DiagnosticsInput, FilePatchInput
+from airlock.daemon.workspace import Workspace
+
+
+def types_of(diagnostics: list) -> list:  # type: ignore[type-arg]
+    return [d for d in diagnostics if d.check == "types"]
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_python_type_error_is_new_once(workspace: Workspace, ws_dir: Path) -> None:
+    (ws_dir / "calc.py").write_text(
+        "def add(a: int, b: int) -> int:\n    return a + b\n\n\nTOTAL = add(1, 2)\n"
+    )
+    first = await workspace.file_patch(
+        FilePatchInput(path="calc.py", old_string="add(1, 2)", new_string='add(1, "2")')
+    )
+    found = types_of(first.diagnostics)
+    assert [(d.line, d.code, d.severity) for d in found] == [(5, "reportArgumentType", "error")]
+    assert "\"Literal['2']\"" in found[0].message or "str" in found[0].message
+    assert first.diagnostics_skipped == []
+    # A second, unrelated edit keeps the old error: nothing new.
+    second = await workspace.file_patch(
+        FilePatchInput(path="calc.py", old_string="return a + b", new_string="return b + a")
+    )
+    assert types_of(second.diagnostics) == []
+    report = await workspace.diagnostics(DiagnosticsInput(paths=["calc.py"], checks=["types"]))
+    assert report.checks_run == ["types"]
+    assert [d.line for d in report.diagnostics] == [5]
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_python_project_config_is_honoured(workspace: Workspace, ws_dir: Path) -> None:
+    """With a pyrightconfig.json, its rules decide (here: unused imports are errors)."""
+    (ws_dir / "pyrightconfig.json").write_text(
+        json.dumps({"typeCheckingMode": "standard", "reportUnusedImport": "error"})
+    )
+    (ws_dir / "mod.py").write_text("X = 1\n")
+    patched = await workspace.file_patch(
+        FilePatchInput(path="mod.py", old_string="X = 1", new_string="import os\nX = 1")
+    )
+    assert [(d.line, d.code) for d in types_of(patched.diagnostics)] == [(1, "reportUnusedImport")]
+
+
+async def test_typescript_type_error_with_tsconfig(
+    workspace: Workspace, ws_dir: Path, typescript_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TYPESCRIPT_ENV, str(typescript_dir))
+    (ws_dir / "tsconfig.json").write_text(
+        '{\n  // project settings\n  "compilerOptions": {"strict": true, "noEmit": true},\n'
+        '  "include": ["src"]\n}\n'
+    )
+    (ws_dir / "src").mkdir()
+    (ws_dir / "src" / "util.ts").write_text(
+        "export function twice(n: number): number {\n  return n * 2;\n}\n"
+    )
+    (ws_dir / "src" / "main.ts").write_text(
+        'import { twice } from "./util";\n\nexport const x: number = twice(2);\n'
+    )
+    patched = await workspace.file_patch(
+        FilePatchInput(path="src/main.ts", old_string="twice(2)", new_string='twice("2")')
+    )
+    found = types_of(patched.diagnostics)
+    assert [(d.path, d.line, d.code) for d in found] == [("src/main.ts", 3, "TS2345")]
+    assert "not assignable" in found[0].message
+    # Editing an already-broken file reports only the added error.
+    again = await workspace.file_patch(
+        FilePatchInput(
+            path="src/main.ts",
+            old_string="export const x",
+            new_string="export const y: string = 1;\nexport const x",
+        )
+    )
+    assert [(d.line, d.code) for d in types_of(again.diagnostics)] == [(3, "TS2322")]
+
+
+async def test_typescript_without_config_and_tsx(
+    workspace: Workspace, ws_dir: Path, typescript_dir: Path
+) -> None:
+    """The project's own node_modules/typescript is found; no tsconfig means defaults."""
+    (ws_dir / "node_modules").symlink_to(typescript_dir.parent, target_is_directory=True)
+    (ws_dir / "view.tsx").write_text(
+        "export function View(props: { n: number }) {\n  return props.n;\n}\n"
+    )
+    patched = await workspace.file_patch(
+        FilePatchInput(path="view.tsx", old_string="return props.n;", new_string="return props.m;")
+    )
+    assert [(d.line, d.code) for d in types_of(patched.diagnostics)] == [(2, "TS2339")]
+
+
+async def test_missing_typescript_is_skipped_with_reason(
+    ws_dir: Path, service: DiagnosticsService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(TYPESCRIPT_ENV, raising=False)
+    (ws_dir / "a.ts").write_text("const a: number = 'x';\n")
+    if find_typescript(ws_dir / "a.ts", node_executable()) is not None:
+        pytest.skip("a global typescript is installed on this machine")
+    out = await service.run([ResolvedPath(ws_dir / "a.ts", ws_dir, "a.ts")], ["types"])
+    assert out.diagnostics == []
+    assert out.checks_run == []
+    assert len(out.skipped) == 1
+    assert "typescript is not installed" in out.skipped[0].reason
+    assert "a.ts" in out.skipped[0].reason
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_timeout_turns_into_skipped(ws_dir: Path) -> None:
+    (ws_dir / "slow.py").write_text("x: int = 1\n")
+    svc = DiagnosticsService(ws_dir, timeout_s=0.05)
+    try:
+        out = await svc.run([ResolvedPath(ws_dir / "slow.py", ws_dir, "slow.py")], ["types"])
+        assert out.diagnostics == []
+        assert [(s.check, s.reason.split(":")[0]) for s in out.skipped] == [("types", "timeout")]
+        # The same through an edit: the edit still succeeds, the check is skipped.
+        tracker = svc.tracker([ResolvedPath(ws_dir / "slow.py", ws_dir, "slow.py")])
+        await tracker.start()
+        await tracker.before_write()
+        (ws_dir / "slow.py").write_text('x: int = "a"\n')
+        found, skipped = await tracker.finish()
+        assert [d for d in found if d.check == "types"] == []
+        assert any(s.check == "types" and "timeout" in s.reason for s in skipped)
+    finally:
+        await svc.aclose()
