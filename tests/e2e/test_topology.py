@@ -517,3 +517,47 @@ async def _agent_turn(w: World) -> None:
         local = await w.sandbox_exec("git", "rev-parse", "HEAD", cwd="widgets")
         assert await w.github.head_sha(REPO, "feature") == local.stdout.strip()
         assert await pb.list_leases(w.session.session_id) == []
+
+
+async def test_replica_killed_during_a_command_orphaned_lease_is_removed_via_the_other(
+    world: World,
+) -> None:
+    """A replica dies while a command's request is in flight through it.
+
+    The command fails, and so does the lease DELETE through the dead replica; the
+    lease is still in the shared store, so the orchestrator removes it through the
+    other replica and the retry there succeeds.
+    """
+    w = world
+    w.github.delays["/repos/acme/widgets"] = 3.0
+    async with w.proxies[0].client() as pa, w.proxies[1].client() as pb:
+        shell_a = w.shell(0, pa)
+        task = asyncio.create_task(shell_a.run(w.call("gh api repos/acme/widgets --jq .name")))
+        for _ in range(600):
+            if any(r.path == "/repos/acme/widgets" for r in w.github.requests):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            task.cancel()
+            pytest.fail("the request never reached the local GitHub")
+        proc_a = w.proxies[0].process
+        assert proc_a is not None
+        proc_a.send_signal(signal.SIGKILL)
+        with pytest.raises((ProxyError, aiohttp.ClientError, OSError)):
+            await task
+        orphans = await pb.list_leases(w.session.session_id)
+        assert len(orphans) == 1, "the lease outlived its replica, in the shared store"
+        await pb.delete_lease(w.session.session_id, orphans[0].lease_id)
+        assert await pb.list_leases(w.session.session_id) == []
+
+        del w.github.delays["/repos/acme/widgets"]
+        retry = await w.shell(1, pb).run(w.call("gh api repos/acme/widgets --jq .name"))
+        w.outputs += [retry.stdout, retry.stderr]
+        assert retry.exit_code == 0, retry.stderr
+        assert retry.stdout.strip() == "widgets"
+        assert await pb.list_leases(w.session.session_id) == []
+    tokens = [m.token for m in w.github.mints]
+    _assert_no_token(tokens, w.outputs, "a command output")
+    for proxy in w.proxies:
+        written = [p.read_bytes().decode(errors="replace") for p in proxy.written_files()]
+        _assert_no_token(tokens, written, "a proxy log or audit file")
