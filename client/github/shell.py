@@ -49,6 +49,7 @@ from airlock.client.github.policy import (
 )
 from airlock.client.github.redact import basic_credential, redact, secret_forms, truncate_tail
 from airlock.client.providers.base import TokenProvider
+from airlock.client.providers.errors import CredentialError
 from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import RunResult, Sandbox
 from airlock.proxy.protocol import LeaseRule, Replacement, SessionInfo
@@ -60,9 +61,9 @@ DEFAULT_EXECUTABLES: Mapping[str, Sequence[str]] = {
 }
 
 # Runs the command, then removes the per-command GH_CONFIG_DIR, keeping the exit status.
-_CONFIG_DIR_WRAPPER = (
-    'mkdir -m 700 -- "$GH_CONFIG_DIR" || exit 125; "$@"; s=$?; rm -rf -- "$GH_CONFIG_DIR"; exit $s'
-)
+# The directory is not created up front: a fresh GH_CONFIG_DIR is one that does not exist
+# yet (gh creates it only if it writes state), which saves a process per command.
+_CONFIG_DIR_WRAPPER = '"$@"; s=$?; rm -rf -- "$GH_CONFIG_DIR"; exit $s'
 
 
 class GitHubShellError(Exception):
@@ -153,11 +154,14 @@ class GitHubShell:
     # ------------------------------------------------------------------ entry points
 
     async def invoke(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Tool-call entry point: a result dict, or ``{"type": "denied", "reason"}``."""
+        """Tool-call entry point: a result dict, ``{"type": "denied", "reason"}``, or
+        ``{"type": "error", "reason"}`` when no token could be had (classified, token-free)."""
         try:
             result = await self.run(args)
         except GitHubShellDenied as exc:
             return {"type": "denied", "reason": exc.reason}
+        except CredentialError as exc:
+            return {"type": "error", "reason": f"{type(exc).__name__}: {exc}"}
         return result.model_dump()
 
     async def run(self, data: BaseModel | Mapping[str, Any]) -> GitHubShellResult:

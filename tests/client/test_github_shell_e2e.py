@@ -37,6 +37,8 @@ PERM = {"provider": "github", "repositories": [REPO], "access": "write"}
 SPY = """#!/bin/sh
 # Records what the sandboxed program sees, then runs the real program.
 env > "$AIRLOCK_SPY_DIR/env-$$"
+# Like a gh that writes state: the tool must remove the directory afterwards.
+[ -n "$GH_CONFIG_DIR" ] && mkdir -p "$GH_CONFIG_DIR" && touch "$GH_CONFIG_DIR/state.yml"
 exec {real} "$@"
 """
 
