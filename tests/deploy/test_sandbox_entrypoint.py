@@ -18,6 +18,7 @@ import ssl
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,3 +269,23 @@ def test_a_rotation_bundle_of_two_cas_trusts_both(root: Root) -> None:
     assert result["curl"] == "0" and result["python"] == "0"
     bundle = Path(root.env["AIRLOCK_SYSTEM_BUNDLE"]).read_text()
     assert old.ca_path.read_text() in bundle and root.ca.ca_path.read_text() in bundle
+
+
+def test_waits_for_a_ca_that_arrives_late(root: Root) -> None:
+    """compose's ca-export may finish after the sandbox starts: AIRLOCK_PROXY_CA_WAIT_S."""
+    late = root.dir / "late" / "proxy-ca.pem"
+    late.parent.mkdir()
+    env = {**root.env, "AIRLOCK_PROXY_CA": str(late), "AIRLOCK_PROXY_CA_WAIT_S": "20"}
+    proc = subprocess.Popen(
+        [str(ENTRYPOINT), "sh", "-c", 'echo "$SSL_CERT_FILE"'],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    assert proc.poll() is None, "it must still be waiting"
+    shutil.copy(root.ca.ca_path, late)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.strip() == root.env["AIRLOCK_SYSTEM_BUNDLE"]
