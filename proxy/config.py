@@ -140,12 +140,20 @@ def parse_resolve(value: str) -> tuple[tuple[str, int], tuple[str, int]]:
     return (host, port), (str(ip), addr_port)
 
 
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_intercept(values: list[str] | None) -> frozenset[str]:
     hosts = values or list(DEFAULT_INTERCEPT)
     out: set[str] = set()
     for value in hosts:
         host = normalize_host(value)
-        if not is_valid_hostname(host):
+        if not is_valid_hostname(host) or _is_ip(host):
             raise ConfigError(f"--intercept: not a DNS host name: {value!r}")
         out.add(host)
     return frozenset(out)

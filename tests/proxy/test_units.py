@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-from mitmproxy import http
+import pytest
+from mitmproxy import connection, http
+from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from airlock.proxy.addons.chain import Chain
+from airlock.proxy.addons.policy import EgressPolicy
 from airlock.proxy.addons.scrub import StreamScrubber
 from airlock.proxy.addons.swap import candidates
+from airlock.proxy.audit import AuditLog
+from airlock.proxy.config import ConfigError, ControlEndpoint, ProxyConfig, parse_intercept
+from airlock.proxy.context import ProxyContext
+from airlock.proxy.egress import Egress
+from airlock.proxy.expiry import ExpiryWatcher
+from airlock.proxy.metrics import Metrics
+from airlock.proxy.state import Connections
+from airlock.proxy.store.memory import MemoryStore
 
 
 def test_stream_scrubber_catches_tokens_split_across_chunks() -> None:
@@ -61,3 +73,60 @@ def test_chain_calls_concerns_in_order_sync_and_async() -> None:
     chain.response(None)  # type: ignore[attr-defined]
     assert calls == ["a", "b", "b-response"]
     assert not hasattr(chain, "http_connect")
+
+
+def _ctx(tmp_path: Path) -> ProxyContext:
+    config = ProxyConfig(
+        listen_host="127.0.0.1",
+        listen_port=8080,
+        control=ControlEndpoint(kind="unix", path=tmp_path / "c.sock"),
+        state_dir=tmp_path,
+    )
+    store = MemoryStore()
+    audit = AuditLog(tmp_path / "audit.log")
+    return ProxyContext(
+        config=config,
+        store=store,
+        audit=audit,
+        metrics=Metrics(),
+        connections=Connections(),
+        egress=Egress(config),
+        expiry=ExpiryWatcher(store, audit),
+    )
+
+
+def test_server_connect_dials_only_the_pinned_address(tmp_path: Path) -> None:
+    """The DNS-rebinding guard: the socket goes to the address the policy checked,
+    re-dials reuse it, and the connection keeps the host name for TLS."""
+    ctx = _ctx(tmp_path)
+    policy = EgressPolicy(ctx)
+    client = connection.Client(peername=("127.0.0.1", 5000), sockname=("127.0.0.1", 8080))
+    ctx.connections.state(client.id).pins[("api.github.com", 443)] = ("140.82.112.6", 443)
+
+    for _ in range(2):  # first dial and a re-dial after the upstream closed
+        server = connection.Server(address=("api.github.com", 443))
+        data = ServerConnectionHookData(server=server, client=client)
+        policy.server_connect(data)
+        assert server.error is None
+        assert server.address == ("140.82.112.6", 443)
+        server.state = connection.ConnectionState.OPEN
+        policy.server_connected(data)
+        assert server.address == ("api.github.com", 443)
+
+    # A destination nobody decided on (e.g. a rebound name) is never dialled.
+    rogue = connection.Server(address=("evil.example", 443))
+    policy.server_connect(ServerConnectionHookData(server=rogue, client=client))
+    assert rogue.error is not None
+    other_client = connection.Client(peername=("127.0.0.1", 5001), sockname=("127.0.0.1", 8080))
+    foreign = connection.Server(address=("api.github.com", 443))
+    policy.server_connect(ServerConnectionHookData(server=foreign, client=other_client))
+    assert foreign.error is not None
+    ctx.audit.close()
+
+
+def test_intercept_set_rejects_ip_literals() -> None:
+    with pytest.raises(ConfigError):
+        parse_intercept(["127.0.0.1"])
+    assert parse_intercept(None) == frozenset(
+        {"github.com", "api.github.com", "vercel.com", "api.vercel.com"}
+    )
