@@ -1,0 +1,53 @@
+"""GitHubShell failure paths that need neither gh nor the proxy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airlock.client.github.shell import GitHubShell
+from airlock.client.providers import GitHubAppProvider
+from airlock.client.proxy import ProxyClient
+from airlock.client.sandboxes import LocalSandbox
+from tests.fakes.github import FakeGitHub
+
+
+async def test_missing_installation_is_a_tool_error(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    provider = GitHubAppProvider(
+        fake_github.app_id,
+        fake_github.app_private_key_pem,
+        org="elsewhere",
+        api_url=fake_github.api_url,
+        ssl_context=fake_github.ca.client_context(),
+    )
+    # The proxy is never reached: the token request fails first.
+    proxy = ProxyClient(f"unix:{tmp_path / 'absent.sock'}")
+    shell = GitHubShell(
+        org="elsewhere",
+        provider=provider,
+        proxy=proxy,
+        session="s1",
+        sandbox=LocalSandbox(),
+        workspace=str(tmp_path),
+    )
+    out = await shell.invoke(
+        {
+            "command": "gh pr view 1",
+            "permissions": [
+                {"provider": "github", "repositories": ["elsewhere/x"], "access": "write"}
+            ],
+            "description": "view",
+        }
+    )
+    assert out["type"] == "error"
+    assert "InstallationRequiredError" in out["reason"]
+    assert "app installation is required" in out["reason"]
+    assert fake_github.mints == []
+    await proxy.aclose()
+
+
+def test_definition_shape() -> None:
+    definition = GitHubShell.input_schema()
+    assert definition["type"] == "object"
+    assert "command" in definition["properties"]
