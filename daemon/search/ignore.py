@@ -15,6 +15,7 @@ developer's machine, not to the workspace.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,16 +221,20 @@ def why_ignored(root: Path, rel: str) -> HiddenBy | None:
 
 def star_ignored_dirs(root: Path, rel: str, *, depth: int = 2, cap: int = 5) -> list[str]:
     """Directories at or under ``root/rel`` (or above it, down from root) whose own
-    .gitignore ignores everything, like the one ``python -m venv`` writes."""
+    .gitignore ignores everything, like the one ``python -m venv`` writes.
+
+    Breadth-first to ``depth`` levels, reading directory entries' types without a
+    stat each and opening only ``.gitignore`` files, so the note stays cheap on
+    large trees (bounded by ``_STAR_SCAN_DIRS`` directories).
+    """
     found: list[str] = []
     parts = [] if rel in ("", ".") else rel.split("/")
     for i in range(1, len(parts) + 1):
         above = "/".join(parts[:i])
-        if any(f.has_star for f in load_dir(root / above, above)):
+        if _star_file(root / above / ".gitignore"):
             found.append(above)
-    frontier: list[tuple[Path, str, int]] = [
-        (root / rel if parts else root, rel if parts else "", 0)
-    ]
+    start = root / rel if parts else root
+    frontier: list[tuple[Path, str, int]] = [(start, rel if parts else "", 0)]
     visited = 0
     while frontier and len(found) < cap and visited < _STAR_SCAN_DIRS:
         dir_abs, dir_rel, level = frontier.pop(0)
@@ -237,20 +242,26 @@ def star_ignored_dirs(root: Path, rel: str, *, depth: int = 2, cap: int = 5) -> 
         if level >= depth:
             continue
         try:
-            children = sorted(p for p in dir_abs.iterdir() if p.name != ".git")
+            with os.scandir(dir_abs) as it:
+                children = sorted(
+                    e.name for e in it if e.name != ".git" and e.is_dir(follow_symlinks=False)
+                )
         except OSError:
             continue
-        for child in children:
-            if child.is_symlink() or not child.is_dir():
-                continue
-            child_rel = f"{dir_rel}/{child.name}" if dir_rel else child.name
-            if any(f.has_star for f in load_dir(child, child_rel)):
+        for name in children:
+            child_rel = f"{dir_rel}/{name}" if dir_rel else name
+            if _star_file(dir_abs / name / ".gitignore"):
                 found.append(child_rel)
                 if len(found) >= cap:
                     break
             else:
-                frontier.append((child, child_rel, level + 1))
+                frontier.append((dir_abs / name, child_rel, level + 1))
     return found
+
+
+def _star_file(path: Path) -> bool:
+    rule_file = read_rule_file(path, "", path.name)
+    return rule_file is not None and rule_file.has_star
 
 
 def has_rules(root: Path) -> bool:

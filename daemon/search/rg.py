@@ -28,6 +28,10 @@ from airlock.daemon.search.runner import is_io_error, run_engine, timeout_messag
 
 # A line longer than the output cap is located by mapping its file; never scan past this.
 _LOCATE_SCAN_CAP = 512 * 1024 * 1024
+# The parallel phase gives up (for a sorted rerun that stops one row past the page)
+# once it has this many rows: past it, a page is cheaper to get in path order than by
+# reading on to the end, and `total` is no longer worth the wait.
+_PARALLEL_ROWS = 1000
 
 
 def rg_argv(binary: str, query: Query, target: str, *, sort: bool) -> list[str]:
@@ -267,17 +271,20 @@ async def search_rg(
     want: int,
     deadline: float,
     timeout_s: float,
+    sorted_only: bool = False,
 ) -> RgResult:
     """Parallel search first, sorted here; if its output passes the cap, a sorted rerun.
 
     A parallel rg emits files in a random order, so a deterministic page needs
     every row; when they all fit under the cap (the rare-pattern case) that is
-    the fastest way. When they do not (a common pattern), ``--sort path`` makes
-    rg's order deterministic so reading can stop one row past the page.
+    the fastest way. When they do not (a common pattern: the cap, or more than
+    ``_PARALLEL_ROWS`` rows), ``--sort path`` makes rg's order deterministic so
+    reading can stop one row past the page.
+    ``sorted_only`` skips the parallel phase (the benchmark compares both).
     """
-    phases = (False, True) if is_dir else (True,)
+    phases = (False, True) if is_dir and not sorted_only else (True,)
     for sort in phases:
-        parser = _parser(query, want if sort else None)
+        parser = _parser(query, want if sort else max(want, _PARALLEL_ROWS))
         outcome = await run_engine(
             rg_argv(binary, query, rel or ".", sort=sort),
             cwd=root,
@@ -287,7 +294,7 @@ async def search_rg(
         if outcome.timed_out:
             raise Timeout(timeout_message(timeout_s))
         salvage = parser.finish()
-        if outcome.capped and not sort:
+        if not sort and (outcome.capped or outcome.stopped):
             continue
         rows = parser.rows
         if outcome.capped and salvage is not None and len(salvage.prefix.encode()) >= LINE_CAP:
