@@ -35,6 +35,14 @@ def other(upstream_ca: TestCA) -> Iterator[EchoUpstream]:
 
 
 @pytest.fixture(scope="session")
+def untrusted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EchoUpstream]:
+    """Claims to be vercel.com with a certificate from a CA the proxy does not trust."""
+    rogue_ca = TestCA(tmp_path_factory.mktemp("rogue-ca"))
+    with echo_upstream(rogue_ca, "vercel.com") as up:
+        yield up
+
+
+@pytest.fixture(scope="session")
 def plain(upstream_ca: TestCA) -> Iterator[EchoUpstream]:
     """A plain-http upstream."""
     with echo_upstream(None) as up:

@@ -28,10 +28,14 @@ def proxy(
     github: EchoUpstream,
     other: EchoUpstream,
     plain: EchoUpstream,
+    untrusted: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("egress"),
-        resolve=github_resolve(github, other, plain),
+        resolve=[
+            *github_resolve(github, other, plain),
+            f"vercel.com:443:127.0.0.1:{untrusted.port}",
+        ],
         upstream_ca=upstream_ca.ca_path,
         control_tcp=True,
         allow=["operator-allowed.test"],
@@ -202,3 +206,13 @@ async def test_operator_allow_applies_to_every_session(proxy: ProxyProcess) -> N
     status = await curl_connect_status(proxy.client_env(info), "https://operator-allowed.test/")
     assert status == 502
     assert await curl_connect_status(proxy.client_env(info), "https://api.github.com/") == 403
+
+
+async def test_upstream_certificate_is_always_verified(
+    proxy: ProxyProcess, session: SessionInfo, untrusted: EchoUpstream
+) -> None:
+    untrusted.clear()
+    status, body, _ = await curl(proxy.client_env(session), "https://vercel.com/")
+    assert status == 502
+    assert "certificate" in body.lower()
+    assert untrusted.requests == []
