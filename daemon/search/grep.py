@@ -76,7 +76,7 @@ class GrepParser:
     _seen: int = 0
 
     def set_batch(self, files: list[str]) -> None:
-        self._files = [f"./{f}".encode() for f in files]
+        self._files = [os.fsencode(f"./{f}") for f in files]
         self._index = 0
         self._buf = b""
 

@@ -60,7 +60,11 @@ def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileLis
         if entry.kind == "other":
             continue
         entries.append(
-            ListEntry(path=ctx.roots.display(root / entry.rel), type=entry.kind, size=entry.size)
+            ListEntry(
+                path=printable(ctx.roots.display(root / entry.rel)),
+                type=entry.kind,
+                size=entry.size,
+            )
         )
         if len(entries) > req.limit:
             break
@@ -77,6 +81,12 @@ def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileLis
     )
 
 
+def printable(path: str) -> str:
+    """A file name that is not UTF-8 (kept by Python as surrogate escapes) shown with
+    U+FFFD, so the response can always be encoded as JSON."""
+    return path.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
 def _ignore_notes(root: Path, rel: str, stats: WalkStats) -> list[str]:
     notes: list[str] = []
     hidden = why_ignored(root, rel)
@@ -88,8 +98,9 @@ def _ignore_notes(root: Path, rel: str, stats: WalkStats) -> list[str]:
         )
     if stats.ignored:
         examples = ", ".join(stats.ignored_examples or [])
+        noun = "entry" if stats.ignored == 1 else "entries"
         notes.append(
-            f"{stats.ignored} entries hidden by .gitignore rules (e.g. {examples}); pass "
+            f"{stats.ignored} {noun} hidden by .gitignore rules (e.g. {examples}); pass "
             "include_ignored=true to list them."
         )
     return notes

@@ -135,3 +135,12 @@ async def test_sorted_component_wise_like_search(lister: Workspace) -> None:
     out = paths(await listing(lister, depth=3))
     # "src" and everything under it comes before "src.txt", as rg --sort path orders it.
     assert out.index("src/pkg/deep") < out.index("src.txt")
+
+
+async def test_non_utf8_names_do_not_break_the_response(lister: Workspace, ws: Path) -> None:
+    with open(os.path.join(os.fsencode(ws), b"bad-\xff.txt"), "wb") as handle:
+        handle.write(b"needle\n")
+    out = await listing(lister, depth=1)
+    assert "bad-\ufffd.txt" in paths(out)
+    found = (await lister.call("file_search", {"pattern": "needle"})).model_dump()
+    assert found["files"] == ["bad-\ufffd.txt"]
