@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import aiohttp
 import pytest
@@ -103,11 +104,12 @@ def _require_namespaces() -> None:
 
 
 class InternetGitHub(FakeGitHub):
-    """The local GitHub with its two TLS listeners inside the internet namespace.
+    """The local GitHub with its TLS listeners inside the internet namespace.
 
-    Same apps as :meth:`FakeGitHub.start`; only the sockets differ (created in the
-    namespace by :func:`listen_in`), and the leaf also names the namespace's IP so
-    the orchestrator's app-token requests verify too.
+    :meth:`FakeGitHub.start` is used as is; only the sites it creates are bound
+    to sockets made in the namespace by :func:`listen_in` instead of 127.0.0.1.
+    The leaf also names the namespace's IP, so the orchestrator's app-token
+    requests (straight to the API listener) verify too.
     """
 
     def __init__(self, directory: Path, *, netns: str, address: str) -> None:
@@ -117,21 +119,24 @@ class InternetGitHub(FakeGitHub):
         self.leaf = self.ca.issue("api.github.com", "github.com", address)
 
     async def start(self) -> None:
-        ctx = self.leaf.server_context()
-        api = web.Application(middlewares=[self._middleware("api")], client_max_size=64 << 20)
-        self._api_routes(api)
-        api.router.add_post("/api/graphql", self._graphql)
-        git = web.Application(middlewares=[self._middleware("git")], client_max_size=256 << 20)
-        git.router.add_route(
-            "*", r"/{owner}/{name}/{rest:(info/refs|git-upload-pack|git-receive-pack)}", self._git
-        )
-        for app, attr in ((api, "api_port"), (git, "git_port")):
-            sock = await asyncio.to_thread(listen_in, self.netns, self.address)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.SockSite(runner, sock, ssl_context=ctx).start()
-            self._runners.append(runner)
-            setattr(self, attr, sock.getsockname()[1])
+        sockets = [await asyncio.to_thread(listen_in, self.netns, self.address) for _ in range(2)]
+        unused = iter(sockets)
+
+        def site_in_netns(
+            runner: web.BaseRunner,
+            host: str,
+            port: int,
+            *,
+            ssl_context: ssl.SSLContext | None = None,
+        ) -> web.SockSite:
+            assert host == "127.0.0.1", "FakeGitHub.start changed: review InternetGitHub"
+            return web.SockSite(runner, next(unused), ssl_context=ssl_context)
+
+        # Only this coroutine creates sites while the patch is active (fixture set-up).
+        with mock.patch.object(web, "TCPSite", site_in_netns):
+            await super().start()
+        assert next(unused, None) is None, "FakeGitHub.start changed: review InternetGitHub"
+        assert {self.api_port, self.git_port} == {s.getsockname()[1] for s in sockets}
 
     @property
     def resolve(self) -> list[str]:
