@@ -10,7 +10,7 @@ import pytest
 
 from airlock.daemon.errors import InvalidRequest, NotFound, PathEscape
 from airlock.daemon.workspace import Workspace
-from tests.daemon.search.conftest import Call, make_workspace, write
+from tests.daemon.search.conftest import Call, forced, make_workspace, write
 
 
 @pytest.fixture
@@ -171,3 +171,24 @@ async def test_engine_error_with_output_is_a_partial_result(ws: Path, tmp_path: 
     out = (await workspace.call("file_search", {"pattern": "needle"})).model_dump()
     assert out["files"] == ["a.txt"]
     assert "partial" in out["note"] and "Permission denied" in out["note"]
+
+
+async def test_extra_root_results_are_absolute(
+    monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path, engine: str
+) -> None:
+    extra = tmp_path / "extra"
+    write(extra, {"lib/x.py": "needle\n"})
+    write(ws, {"a.py": "needle\n"})
+    workspace = await forced(monkeypatch, ws, tmp_path, engine, extra_roots=(extra,))
+    out = (
+        await workspace.call("file_search", {"pattern": "needle", "path": str(extra)})
+    ).model_dump()
+    assert out["files"] == [str((extra / "lib" / "x.py").resolve())]
+    listed = (await workspace.call("file_list", {"path": str(extra)})).model_dump()
+    assert [e["path"] for e in listed["entries"]] == [
+        str((extra / "lib").resolve()),
+        str((extra / "lib" / "x.py").resolve()),
+    ]
+    # A relative path never resolves against an extra root.
+    with pytest.raises(NotFound):
+        await workspace.call("file_search", {"pattern": "needle", "path": "lib"})
