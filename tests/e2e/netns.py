@@ -139,8 +139,10 @@ def can_create_namespaces() -> str | None:
     probe = f"alp{os.getpid() % 100000}"
     try:
         _ip("netns", "add", probe)
+        # A veth pair inside the probe namespace: the topology needs veth too.
+        _ip("-n", probe, "link", "add", "p0", "type", "veth", "peer", "name", "p1")
     except subprocess.CalledProcessError as exc:
-        return f"`ip netns add` failed: {exc.stderr.strip()}"
+        return f"`ip {' '.join(exc.cmd[1:])}` failed: {exc.stderr.strip()}"
     finally:
         _ip("netns", "del", probe, check=False)
     return None
