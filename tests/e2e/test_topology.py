@@ -566,3 +566,20 @@ async def test_replica_killed_during_a_command_orphaned_lease_is_removed_via_the
     for proxy in w.proxies:
         written = [p.read_bytes().decode(errors="replace") for p in proxy.written_files()]
         _assert_no_token(tokens, written, "a proxy log or audit file")
+
+
+def test_namespace_precheck_gives_a_reason_where_they_cannot_be_made() -> None:
+    """The skip path: as an unprivileged user the precheck names why, and builds nothing."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to run the precheck as an unprivileged user")
+    python = _sandbox_python()
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from tests.e2e.netns import can_create_namespaces; print(can_create_namespaces())"
+    )
+    out = subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+         python, "-c", code, str(REPO_ROOT)],
+        capture_output=True, text=True, timeout=60, check=True, cwd="/",
+    )  # fmt: skip
+    assert out.stdout.strip() == "network namespaces need root"
