@@ -11,7 +11,11 @@ raises and never fails an edit.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.daemon.diagnostics import git_diff, types
@@ -35,6 +39,7 @@ from airlock.daemon.protocol import (
 
 Results = dict[str, CheckResult]
 _MAX_LISTED_PATHS = 5
+_MEMO_FILES = 256
 
 
 def _listing(paths: Sequence[str]) -> str:
@@ -79,6 +84,11 @@ def _skipped_entries(
     return entries
 
 
+def _cancel_soon(task: asyncio.Task[Results], loop: asyncio.AbstractEventLoop) -> None:
+    if not task.done() and not loop.is_closed():
+        loop.call_soon_threadsafe(task.cancel)
+
+
 class EditTracker:
     """Baseline before an edit, the new problems after it.
 
@@ -100,8 +110,11 @@ class EditTracker:
         """Begin the baseline; called before validation so the two overlap."""
         if self.enabled and self._baseline is None:
             self._baseline = asyncio.create_task(
-                self.service.collect(self.paths, self.service.edit_checks)
+                self.service.collect(self.paths, self.service.edit_checks, reuse_types=True)
             )
+            # An edit that fails before writing drops its tracker without finishing:
+            # the baseline is then useless, and its checker processes are killed.
+            weakref.finalize(self, _cancel_soon, self._baseline, asyncio.get_running_loop())
 
     async def before_write(self) -> None:
         """Wait for the baseline; called right before the first byte is written."""
@@ -124,6 +137,7 @@ class EditTracker:
         except asyncio.CancelledError:
             raise
         checks = self.service.edit_checks
+        self.service.generation += 1  # a write happened: remembered type results are stale
         after = await self.service.collect(self.paths, checks)
         findings: dict[str, list[Finding]] = {}
         merged: Results = {}
@@ -157,6 +171,11 @@ class DiagnosticsService:
         self.edit_checks: list[CheckName] = list(edit_checks)
         """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
         self.worker = WorkerClient()
+        self.generation = 0
+        """Counts finished edits; remembered type results are valid within one generation."""
+        self._memo: OrderedDict[Path, _Remembered] = OrderedDict()
+        self.type_checker_runs = 0
+        """How many checker processes were started (tests and the benchmark read it)."""
 
     async def run(
         self, paths: Sequence[ResolvedPath], checks: Sequence[CheckName] = ALL_CHECKS
@@ -180,8 +199,16 @@ class DiagnosticsService:
 
     # ------------------------------------------------------------ collecting
 
-    async def collect(self, paths: Sequence[ResolvedPath], checks: Sequence[str]) -> Results:
-        """Every requested check over ``paths``; never raises (failures become skips)."""
+    async def collect(
+        self, paths: Sequence[ResolvedPath], checks: Sequence[str], *, reuse_types: bool = False
+    ) -> Results:
+        """Every requested check over ``paths``; never raises (failures become skips).
+
+        ``reuse_types``: a baseline may take the type findings remembered from
+        the previous run over the same bytes, when no edit finished since (the
+        usual case: edit N's result is edit N+1's baseline), saving one type
+        checker run per edit.
+        """
         results: Results = {c: CheckResult(c) for c in checks}
         files = {p.real: p.display for p in paths}
         try:
@@ -197,7 +224,7 @@ class DiagnosticsService:
                     if wanted:
                         jobs.append(self._worker_job(results, real, display, wanted))
             if "types" in checks:
-                jobs.append(self._types_job(results["types"], files))
+                jobs.append(self._types_job(results["types"], files, reuse_types))
             await asyncio.gather(*jobs)
             if "syntax" in checks and "types" in checks:
                 _drop_checker_parse_errors(results)
@@ -276,20 +303,74 @@ class DiagnosticsService:
 
         await _guarded_many(results, checks, [display], body)
 
-    async def _types_job(self, result: CheckResult, files: dict[Path, str]) -> None:
-        plan = await asyncio.to_thread(types.plan_types, files)
+    async def _types_job(self, result: CheckResult, files: dict[Path, str], reuse: bool) -> None:
+        generation = self.generation
+        plan, digests = await asyncio.to_thread(_plan_and_digest, files)
         result.not_applicable.extend(plan.not_applicable)
         for reason, displays in plan.unavailable.items():
             _skip(result, reason, displays)
 
         async def one(group: types.TypeGroup) -> None:
-            async def body() -> None:
-                result.findings.extend(await types.run_group(group, self.timeout_s))
+            remembered = [self._memo.get(real) for real in group.files] if reuse else []
+            if remembered and all(
+                m is not None and m.generation == generation and m.digest == digests.get(real)
+                for m, real in zip(remembered, group.files, strict=True)
+            ):
+                for m in remembered:
+                    assert m is not None
+                    result.findings.extend(m.findings)
                 result.ran = True
+                return
+
+            async def body() -> None:
+                self.type_checker_runs += 1
+                found = await types.run_group(group, self.timeout_s)
+                result.findings.extend(found)
+                result.ran = True
+                if self.generation == generation:
+                    self._remember(group, found, digests, generation)
 
             await _guarded(result, list(group.files.values()), body)
 
         await asyncio.gather(*(one(g) for g in plan.groups))
+
+    def _remember(
+        self,
+        group: types.TypeGroup,
+        found: list[Finding],
+        digests: dict[Path, str],
+        generation: int,
+    ) -> None:
+        for real, display in group.files.items():
+            digest = digests.get(real)
+            if digest is None:
+                continue
+            mine = [f for f in found if f.diagnostic.path == display]
+            self._memo[real] = _Remembered(digest, generation, mine)
+            self._memo.move_to_end(real)
+        while len(self._memo) > _MEMO_FILES:
+            self._memo.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class _Remembered:
+    """The type findings of one file's bytes, valid while no edit has finished since."""
+
+    digest: str
+    generation: int
+    findings: list[Finding]
+
+
+def _plan_and_digest(files: dict[Path, str]) -> tuple[types.TypePlan, dict[Path, str]]:
+    plan = types.plan_types(files)
+    digests: dict[Path, str] = {}
+    for group in plan.groups:
+        for real in group.files:
+            try:
+                digests[real] = hashlib.sha256(real.read_bytes()).hexdigest()
+            except OSError:
+                continue
+    return plan, digests
 
 
 def _drop_checker_parse_errors(results: Results) -> None:

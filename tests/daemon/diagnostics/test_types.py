@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -132,3 +133,50 @@ async def test_timeout_turns_into_skipped(ws_dir: Path) -> None:
         assert any(s.check == "types" and "timeout" in s.reason for s in skipped)
     finally:
         await svc.aclose()
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_consecutive_edits_reuse_the_previous_result(
+    workspace: Workspace, ws_dir: Path
+) -> None:
+    """Edit N's result is edit N+1's baseline, unless the bytes changed in between."""
+    (ws_dir / "r.py").write_text("A: int = 1\nB: int = 2\nC: int = 3\n")
+    svc = workspace.ctx.diag
+    first = await workspace.file_patch(
+        FilePatchInput(path="r.py", old_string="A: int = 1", new_string='A: int = "1"')
+    )
+    assert [d.line for d in types_of(first.diagnostics)] == [1]
+    runs = svc.type_checker_runs
+    second = await workspace.file_patch(
+        FilePatchInput(path="r.py", old_string="B: int = 2", new_string='B: int = "2"')
+    )
+    assert [d.line for d in types_of(second.diagnostics)] == [2]
+    assert svc.type_checker_runs == runs + 1  # the baseline came from the first edit
+    # Someone else changes the file (exec, an editor): the baseline is taken afresh.
+    text = (ws_dir / "r.py").read_text()
+    (ws_dir / "r.py").write_text(text + 'D: int = "4"\n')
+    runs = svc.type_checker_runs
+    third = await workspace.file_patch(
+        FilePatchInput(path="r.py", old_string="C: int = 3", new_string='C: int = "3"')
+    )
+    assert [d.line for d in types_of(third.diagnostics)] == [3]
+    assert svc.type_checker_runs == runs + 2
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_failed_edit_abandons_its_baseline(workspace: Workspace, ws_dir: Path) -> None:
+    """hunk_not_found before writing: the running baseline is cancelled, not left behind."""
+    import gc
+
+    from airlock.daemon.errors import AirlockError
+
+    (ws_dir / "f.py").write_text("x = 1\n")
+    before = {t for t in asyncio.all_tasks()}
+    with pytest.raises(AirlockError):
+        await workspace.file_patch(
+            FilePatchInput(path="f.py", old_string="not there", new_string="y")
+        )
+    gc.collect()
+    await asyncio.sleep(0.1)
+    leftover = [t for t in asyncio.all_tasks() - before if not t.done()]
+    assert [t for t in leftover if "collect" in repr(t.get_coro())] == []
