@@ -159,6 +159,7 @@ async def serve(args: argparse.Namespace) -> int:
         await runner.cleanup()
         if tcp_runner is not None:
             await tcp_runner.cleanup()
+        await workspace.aclose()
         # aiohttp's UnixSite leaves the file behind; a clean stop removes it.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)

@@ -74,6 +74,10 @@ class Workspace:
             "exec": self.exec,
         }
 
+    async def aclose(self) -> None:
+        """Stop helpers the tools started (the diagnostics worker); idempotent."""
+        await self.ctx.diag.aclose()
+
     async def startup(self) -> None:
         """Recover interrupted patches and decide engines, before serving."""
         await apply_patch_engine.recover(self.ctx)

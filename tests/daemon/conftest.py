@@ -28,14 +28,16 @@ def workspace_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def in_process(workspace_dir: Path, tmp_path: Path) -> Workspace:
-    return Workspace(
+async def in_process(workspace_dir: Path, tmp_path: Path) -> AsyncIterator[Workspace]:
+    workspace = Workspace(
         DaemonConfig(
             workspace=workspace_dir,
             artifacts_dir=tmp_path / "artifacts",
             state_dir=tmp_path / "state",
         )
     )
+    yield workspace
+    await workspace.aclose()
 
 
 @pytest.fixture(params=["in_process", "socket"])
