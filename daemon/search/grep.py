@@ -28,7 +28,7 @@ from airlock.daemon.search.engine import SearchEngine
 from airlock.daemon.search.ignore import stack_for
 from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, LINE_CAP, LINE_CUT_MARKER
 from airlock.daemon.search.query import Query, file_filters
-from airlock.daemon.search.rows import FileBlock, Hit, strip_eol
+from airlock.daemon.search.rows import EngineResult, FileBlock, Hit, strip_eol
 from airlock.daemon.search.runner import is_io_error, run_engine, timeout_message
 from airlock.daemon.search.walk import walk
 
@@ -178,15 +178,6 @@ def _path(name: bytes) -> str | None:
     return text[2:] if text.startswith("./") else text
 
 
-@dataclass
-class GrepResult:
-    rows: list[Hit]
-    complete: bool
-    capped: bool
-    stderr: str
-    failed: bool
-
-
 def list_files(root: Path, rel: str, query: Query) -> list[str]:
     """The files grep should read, in path order (blocking: run in a thread)."""
     target = root / rel if rel else root
@@ -232,7 +223,7 @@ async def search_grep(
     *,
     deadline: float,
     timeout_s: float,
-) -> GrepResult:
+) -> EngineResult:
     loop = asyncio.get_running_loop()
     try:
         files = await asyncio.wait_for(
@@ -270,10 +261,11 @@ async def search_grep(
             capped, stopped = outcome.capped, outcome.stopped
             break
     parser.finish(capped)
-    return GrepResult(
+    return EngineResult(
         rows=parser.rows,
         complete=not (capped or stopped or failed),
         capped=capped,
+        presorted=True,
         stderr="\n".join(errors),
         failed=failed,
     )

@@ -23,7 +23,7 @@ from typing import Any
 from airlock.daemon.errors import Timeout
 from airlock.daemon.search.limits import LINE_CAP, LINE_CUT_MARKER, cut_line
 from airlock.daemon.search.query import Query
-from airlock.daemon.search.rows import FileBlock, Hit, clean_path
+from airlock.daemon.search.rows import EngineResult, FileBlock, Hit, clean_path
 from airlock.daemon.search.runner import is_io_error, run_engine, timeout_message
 
 # A line longer than the output cap is located by mapping its file; never scan past this.
@@ -243,16 +243,6 @@ def locate_line(path: Path, prefix: str, after_line: int) -> int | None:
         return None
 
 
-@dataclass
-class RgResult:
-    rows: list[Hit]
-    complete: bool
-    capped: bool
-    presorted: bool
-    stderr: str
-    failed: bool
-
-
 def _parser(query: Query, want: int | None) -> RgFilesParser | CountParser | RgJsonParser:
     if query.mode == "files_with_matches":
         return RgFilesParser(want)
@@ -272,7 +262,7 @@ async def search_rg(
     deadline: float,
     timeout_s: float,
     sorted_only: bool = False,
-) -> RgResult:
+) -> EngineResult:
     """Parallel search first, sorted here; if its output passes the cap, a sorted rerun.
 
     A parallel rg emits files in a random order, so a deterministic page needs
@@ -312,7 +302,7 @@ async def search_rg(
             and bool(outcome.stderr.strip())
             and not is_io_error(outcome.stderr)
         )
-        return RgResult(
+        return EngineResult(
             rows=rows,
             complete=outcome.complete,
             capped=outcome.capped,

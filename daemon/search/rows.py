@@ -69,3 +69,20 @@ class FileBlock:
                 after.append(self.around[n])
             hits.append(Hit(self.path, line, text, before, after))
         return hits
+
+
+@dataclass
+class EngineResult:
+    """What one search produced, whichever engine ran it.
+
+    ``complete``: every row was seen (so ``total`` is known); ``capped``: the
+    output cap stopped reading; ``presorted``: rows arrived in path order;
+    ``failed``: the engine refused the query itself (``stderr`` says why).
+    """
+
+    rows: list[Hit]
+    complete: bool
+    capped: bool
+    presorted: bool
+    stderr: str
+    failed: bool

@@ -57,7 +57,7 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
     deadline = loop.time() + timeout_s
     want = req.offset + req.limit + 1
     if engine.engine == "rg":
-        rg = await search_rg(
+        result = await search_rg(
             engine.path,
             query,
             root,
@@ -67,32 +67,18 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
             deadline=deadline,
             timeout_s=timeout_s,
         )
-        rows, complete, capped, stderr, failed = (
-            rg.rows,
-            rg.complete,
-            rg.capped,
-            rg.stderr,
-            rg.failed,
-        )
-        if not rg.presorted:
-            rows = order(rows)
     else:
-        grep = await search_grep(engine, query, root, rel, deadline=deadline, timeout_s=timeout_s)
-        rows, complete, capped, stderr, failed = (
-            grep.rows,
-            grep.complete,
-            grep.capped,
-            grep.stderr,
-            grep.failed,
-        )
-    if failed:
+        result = await search_grep(engine, query, root, rel, deadline=deadline, timeout_s=timeout_s)
+    rows = result.rows if result.presorted else order(result.rows)
+    stderr = result.stderr
+    if result.failed:
         raise InvalidRequest(
             f"{engine.engine} refused the query: {stderr[:1000]}. Fix the pattern (rg uses Rust "
             "regex syntax), pass fixed_strings=true to search it literally, or check type/glob.",
             {"engine": engine.engine, "stderr": stderr[:2000]},
         )
     notes: list[str] = []
-    if capped:
+    if result.capped:
         notes.append(
             "The engine's output reached the 256 KiB cap and the search was stopped there, so "
             "later results were not read; narrow path, glob or pattern, or use "
@@ -113,8 +99,8 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
         rows=rows,
         offset=req.offset,
         limit=req.limit,
-        complete=complete,
-        capped=capped,
+        complete=result.complete,
+        capped=result.capped,
         display=display,
         notes=notes,
     )
