@@ -6,9 +6,13 @@ intercept set as DNS names and exclude every IP address, so a leaked CA key
 cannot impersonate any other site to a client that trusts it. (DNS constraints
 cover a name and its subdomains; that is the finest grain X.509 offers.)
 
-If the intercept set changes, the CA is re-created: a CA whose constraints do
-not match the running configuration would either fail interception or permit
-more than it should. Orchestrators re-fetch ``GET /v1/ca.pem``.
+If the intercept set changes, a CA this proxy generated (``ca.generated``
+marker) is re-created: a CA whose constraints do not match the running
+configuration would either fail interception or permit more than it should.
+Orchestrators re-fetch ``GET /v1/ca.pem``. A CA the operator provided (no
+marker: e.g. one CA shared by several replicas) is never replaced silently;
+a mismatch is a start-up error, since replicas with different CAs would break
+every sandbox that trusts the shared one.
 
 mitmproxy reads ``<confdir>/mitmproxy-ca.pem`` (key + cert); :func:`install`
 writes it (0600) from the canonical files.
@@ -26,13 +30,14 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 log = logging.getLogger("airlock.proxy.ca")
 
 CA_CERT = "ca.pem"
 CA_KEY = "ca.key"
+CA_MARKER = "ca.generated"
 MITM_BASENAME = "mitmproxy"
 
 
@@ -56,10 +61,17 @@ def _constraints(intercept: Iterable[str]) -> x509.NameConstraints:
     )
 
 
+class CAError(Exception):
+    """The CA in the state dir cannot be used and must not be replaced."""
+
+
+CAKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
+
+
 @dataclass(frozen=True)
 class ProxyCA:
     cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
+    key: CAKey
     cert_path: Path
     key_path: Path
 
@@ -133,30 +145,51 @@ def create(state_dir: Path, intercept: Iterable[str]) -> ProxyCA:
         ),
     )
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (state_dir / CA_MARKER).write_text(
+        "created by airlock-proxy; it re-creates this CA when --intercept changes\n"
+    )
     return ProxyCA(cert=cert, key=key, cert_path=cert_path, key_path=key_path)
 
 
 def load_or_create(state_dir: Path, intercept: Iterable[str]) -> ProxyCA:
-    """Load the CA from ``state_dir``; create it when absent or stale."""
+    """Load the CA from ``state_dir``; create it when absent (or ours and stale)."""
     hosts = set(intercept)
     key_path = state_dir / CA_KEY
     cert_path = state_dir / CA_CERT
-    if key_path.exists() and cert_path.exists():
-        try:
-            key = serialization.load_pem_private_key(key_path.read_bytes(), None)
-            cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
-        except (ValueError, TypeError):
-            log.warning("CA files in %s unreadable; creating a new CA", state_dir)
-        else:
-            if isinstance(key, ec.EllipticCurvePrivateKey):
-                ca = ProxyCA(cert=cert, key=key, cert_path=cert_path, key_path=key_path)
-                try:
-                    permitted = ca.permitted()
-                except x509.ExtensionNotFound:
-                    permitted = set()
-                expired = cert.not_valid_after_utc < dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
-                if permitted == hosts and not expired:
-                    os.chmod(key_path, 0o600)
-                    return ca
-                log.warning("intercept set changed or CA near expiry; creating a new CA")
-    return create(state_dir, hosts)
+    if not (key_path.exists() or cert_path.exists()):
+        return create(state_dir, hosts)
+    ours = (state_dir / CA_MARKER).exists()
+    problem = _check(key_path, cert_path, hosts)
+    if isinstance(problem, ProxyCA):
+        os.chmod(key_path, 0o600)
+        return problem
+    if ours:
+        log.warning("%s; creating a new CA (re-fetch /v1/ca.pem)", problem)
+        return create(state_dir, hosts)
+    raise CAError(
+        f"the CA in {state_dir} cannot be used: {problem}. It was not created by "
+        "airlock-proxy, so it is not replaced; provide a CA name-constrained to the "
+        "intercept set, or remove ca.pem and ca.key to let the proxy create one."
+    )
+
+
+def _check(key_path: Path, cert_path: Path, hosts: set[str]) -> ProxyCA | str:
+    try:
+        key = serialization.load_pem_private_key(key_path.read_bytes(), None)
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except (OSError, ValueError, TypeError):
+        return "ca.pem/ca.key are missing or unreadable"
+    if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+        return "the CA key is neither EC nor RSA"
+    if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
+        return "ca.key does not match ca.pem"
+    ca = ProxyCA(cert=cert, key=key, cert_path=cert_path, key_path=key_path)
+    try:
+        permitted = ca.permitted()
+    except x509.ExtensionNotFound:
+        return "the CA has no name constraints"
+    if permitted != hosts:
+        return f"the CA permits {sorted(permitted)}, the intercept set is {sorted(hosts)}"
+    if cert.not_valid_after_utc < dt.datetime.now(dt.UTC) + dt.timedelta(days=30):
+        return "the CA expires within 30 days"
+    return ca

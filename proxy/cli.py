@@ -128,11 +128,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"airlock-proxy: {exc}", file=sys.stderr)
         return 2
     from airlock.proxy.app import ProxyServer
+    from airlock.proxy.ca import CAError
 
     try:
         asyncio.run(ProxyServer(config).run())
     except KeyboardInterrupt:
         return 130
+    except CAError as exc:
+        print(f"airlock-proxy: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -136,3 +136,37 @@ async def test_ca_pem_is_served_and_matches_the_state_dir(tmp_path: Path) -> Non
     assert {str(n.value) for n in nc.permitted_subtrees or []} == INTERCEPT
     assert stat.S_IMODE((proxy.state_dir / "ca.key").stat().st_mode) == 0o600
     await asyncio.sleep(0)
+
+
+def test_operator_provided_ca_is_never_replaced_silently(tmp_path: Path) -> None:
+    shared = ca_mod.load_or_create(tmp_path / "made", INTERCEPT)
+    state = tmp_path / "replica"
+    state.mkdir()
+    # What an operator copies into each replica: the cert and key, no marker.
+    (state / "ca.pem").write_bytes(shared.cert_path.read_bytes())
+    (state / "ca.key").write_bytes(shared.key_path.read_bytes())
+    loaded = ca_mod.load_or_create(state, INTERCEPT)
+    assert loaded.cert.serial_number == shared.cert.serial_number
+    with pytest.raises(ca_mod.CAError) as info:
+        ca_mod.load_or_create(state, {"github.com"})
+    assert "not created by airlock-proxy" in str(info.value)
+    assert (state / "ca.pem").read_bytes() == shared.cert_path.read_bytes()
+
+
+def test_ca_without_name_constraints_is_refused(tmp_path: Path) -> None:
+    from tests.fakes.tls import TestCA
+
+    plain = TestCA(tmp_path / "plain")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "ca.pem").write_bytes(plain.ca_path.read_bytes())
+    (state / "ca.key").write_bytes(
+        plain._key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    with pytest.raises(ca_mod.CAError) as info:
+        ca_mod.load_or_create(state, INTERCEPT)
+    assert "no name constraints" in str(info.value)
