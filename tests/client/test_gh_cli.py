@@ -82,3 +82,41 @@ async def test_airlock_gh_local(tmp_path: Path, fake_github: FakeGitHub) -> None
             cwd=tmp_path,
         )  # fmt: skip
         assert rc == 2 and "credentials" in err
+
+
+async def test_airlock_gh_through_airlockd(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    import os
+
+    from tests.fakes.daemon_harness import running_daemon
+
+    key = tmp_path / "app.pem"
+    key.write_text(fake_github.app_private_key_pem)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with running_proxy(
+        tmp_path / "proxy",
+        allow=["api.github.com", "github.com"],
+        resolve=fake_github.resolve,
+        upstream_ca=fake_github.ca_path,
+    ) as proxy:
+        async with proxy.client() as pc:
+            session = await pc.create_session(allow=["api.github.com", "github.com"])
+        sandbox_env = proxy.client_env(session, HOME=str(tmp_path))
+        async with running_daemon(workspace, env=sandbox_env) as daemon:
+            env = {
+                **os.environ,
+                "AIRLOCK_PROXY_CONTROL": proxy.control,
+                "AIRLOCK_SESSION": session.session_id,
+                "AIRLOCK_SOCKET": str(daemon.socket),
+                "AIRLOCK_GITHUB_APP_ID": str(fake_github.app_id),
+                "AIRLOCK_GITHUB_APP_KEY_FILE": str(key),
+            }
+            rc, out, err = await _airlock(
+                "gh", "--org", "acme", "--repo", "acme/widgets",
+                "--api-url", fake_github.api_url, "--api-ca-file", str(fake_github.ca_path),
+                "--", "gh", "api", "repos/acme/widgets", "--jq", ".default_branch",
+                env=env, cwd=tmp_path,
+            )  # fmt: skip
+    assert rc == 0, err
+    assert out.strip() == "main"
+    assert fake_github.mints and fake_github.mints[0].token not in out + err
