@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import shlex
 from collections.abc import Mapping, Sequence
 
 from airlock.client.providers.base import IssuedToken
@@ -21,12 +22,14 @@ class CommandTokenProvider:
 
     def __init__(
         self,
-        argv: Sequence[str],
+        argv: Sequence[str] | str,
         *,
         timeout_s: float = 30.0,
         cache_s: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
+        if isinstance(argv, str):
+            argv = shlex.split(argv)  # "gh auth token" as an operator would type it
         if not argv:
             raise ValueError("CommandTokenProvider needs a command")
         self._argv = list(argv)

@@ -188,6 +188,10 @@ async def test_static_provider() -> None:
 async def test_command_provider_reads_stdout() -> None:
     provider = CommandTokenProvider([sys.executable, "-c", "print('tok-xyz-1')"])
     assert (await provider.get_token()).token == "tok-xyz-1"
+    as_text = CommandTokenProvider(f"{sys.executable} -c \"print('tok-xyz-2')\"", cache_s=60)
+    first = await as_text.get_token()
+    assert first.token == "tok-xyz-2" and first.expires_at is not None
+    assert (await as_text.get_token()).token == "tok-xyz-2"
 
 
 async def test_command_provider_failures_never_echo_stdout() -> None:
