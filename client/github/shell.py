@@ -259,6 +259,7 @@ class GitHubShell:
                 f"AUTHORIZATION: basic {basic_credential(placeholder)}",
             ),
             ("core.hooksPath", "/dev/null"),
+            ("core.fsmonitor", "false"),
             ("credential.helper", ""),
             ("protocol.allow", "never"),
             ("protocol.https.allow", "always"),

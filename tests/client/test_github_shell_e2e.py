@@ -203,10 +203,16 @@ async def test_clone_and_push_land_in_the_bare_repo(env: Env) -> None:
     ):
         proc = await asyncio.create_subprocess_exec("git", *args, cwd=wc, env=git_env)
         assert await proc.wait() == 0
+    # A hook in the checkout must not run while the lease is live.
+    marker = env.workspace.parent / "hook-ran"
+    hook = wc / ".git" / "hooks" / "pre-push"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
     push = await env.shell.run(
         env.call("git push origin HEAD:refs/heads/x", working_directory="widgets")
     )
     assert push.exit_code == 0, push.stderr
+    assert not marker.exists()
     local = await asyncio.create_subprocess_exec(
         "git", "rev-parse", "HEAD", cwd=wc, stdout=asyncio.subprocess.PIPE
     )
