@@ -47,12 +47,16 @@ Git listener (``github.com``): ``/{o}/{r}(.git)/info/refs``, ``git-upload-pack``
 :attr:`FakeGitHub.repos_dir`; only ``Basic x-access-token:<live token for that repo>``
 is accepted (anything else → 401).
 
-Test controls (plain methods, no HTTP): :meth:`add_check_run`, :meth:`add_status`,
+Test controls (plain methods, no HTTP): :meth:`add_pull_sync` (open a PR without a
+token), :meth:`add_check_run` / :meth:`set_check_runs`, :meth:`add_status`,
 :meth:`add_review`, :meth:`set_pull`, :meth:`expire_token`, :meth:`fail_next`
 (inject an HTTP status for the next N requests to a path prefix),
-``delays[path] = seconds`` (slow responses), ``echo_tokens = True`` (``GET /user``
-then echoes the presented token raw and in its Basic form, to test redaction),
-:meth:`head_sha`, :meth:`git` (run git in a bare repo), :meth:`pull_numbers`.
+``delays[path] = seconds`` (slow responses; cut short when the fake stops),
+``echo_tokens = True`` (``GET /user`` then echoes the presented token raw and in its
+Basic form, to test redaction), :meth:`head_sha`, :meth:`git` (run git in a bare
+repo), :meth:`pull_numbers`. Observations: ``mints``, ``requests``, ``graphql_log``,
+``jwt_rejections``, ``verified_commits``, ``max_in_flight`` (most requests handled at
+once, for serialisation tests).
 """
 
 from __future__ import annotations
