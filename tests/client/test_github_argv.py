@@ -87,3 +87,22 @@ def test_single_quoted_words_round_trip(words: list[str]) -> None:
     words = [w.replace("'", "") for w in words]
     command = " ".join("'" + w + "'" for w in words)
     assert parse_command(command) == words
+
+
+_SAFE_ALPHABET = "ab1 -=/.,:!#*?~\t'\"\\"
+
+
+@given(st.text(alphabet=_SAFE_ALPHABET, max_size=40))
+def test_agrees_with_posix_shlex_on_plain_text(command: str) -> None:
+    """Without expansions or operators, the split is exactly POSIX sh's (shlex, posix mode)."""
+    import shlex
+
+    try:
+        expected = shlex.split(command)
+    except ValueError:
+        expected = None
+    if not expected:
+        with pytest.raises(CommandParseError):
+            parse_command(command)
+    else:
+        assert parse_command(command) == expected
