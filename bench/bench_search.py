@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from airlock.daemon.context import DaemonConfig, ToolContext
+from airlock.daemon.search.engine import ENV_OVERRIDE, resolve_engine
 from airlock.daemon.search.query import Query
 from airlock.daemon.search.rg import rg_argv, search_rg
+from airlock.daemon.workspace import Workspace
 from bench.report import table
 from tests.fakes.daemon_harness import running_daemon
 
@@ -39,7 +41,7 @@ LARGE_BYTES = 5 * 1024 * 1024
 TOTAL_BYTES = 200 * 1024 * 1024
 RARE = "zqxjrare_marker"
 COMMON = "lorem"
-REPEAT = 9
+REPEAT = 7
 TREE_DIR = Path(tempfile.gettempdir()) / "airlock-bench-search-v1"
 
 WORDS = [
@@ -223,6 +225,7 @@ async def run() -> str:
         strategy_rows.append(
             [name, timings[0] * 1000, timings[1] * 1000, raw_sorted * 1000, timings[1] / timings[0]]
         )
+    grep_rows = await grep_fallback(base)
     header = (
         f"file_search over the socket vs raw rg {version} ({binary}), {FILES} files, "
         f"~{TOTAL_BYTES // 2**20} MB, median of {REPEAT}, {os.cpu_count()} CPUs"
@@ -243,8 +246,51 @@ async def run() -> str:
                 ],
                 strategy_rows,
             ),
+            "",
+            "grep fallback (in-process, AIRLOCK_SEARCH_ENGINE=grep) vs raw `grep -rI` (no ignore rules)",
+            table(
+                ["query", "fallback ms", "raw grep -r ms", "ratio", "truncated", "total"], grep_rows
+            ),
         ]
     )
+
+
+async def grep_fallback(base: Path) -> list[list[object]]:
+    """The fallback's cost, for the record: it walks the tree in Python and batches grep."""
+    previous = os.environ.get(ENV_OVERRIDE)
+    os.environ[ENV_OVERRIDE] = "grep"
+    try:
+        workspace = Workspace(
+            DaemonConfig(workspace=TREE_DIR, artifacts_dir=base / "ga", state_dir=base / "gs")
+        )
+        engine = await resolve_engine(workspace.ctx)
+    finally:
+        if previous is None:
+            del os.environ[ENV_OVERRIDE]
+        else:
+            os.environ[ENV_OVERRIDE] = previous
+    assert engine is not None and engine.engine == "grep"
+    rows: list[list[object]] = []
+    for name, args, flags in (
+        ("rare, files", {"pattern": RARE}, ["-l"]),
+        (
+            "common, content, limit=50",
+            {"pattern": COMMON, "output_mode": "content", "limit": 50},
+            ["-n"],
+        ),
+        ("common, count", {"pattern": COMMON, "output_mode": "count", "limit": 200}, ["-c"]),
+    ):
+        raw = [engine.path, "-rIF", *flags, "-e", str(args["pattern"]), "."]
+        ours, theirs = await interleaved(
+            lambda a=args: workspace.call("file_search", a),  # type: ignore[misc]
+            raw,
+            TREE_DIR,
+        )
+        out = (await workspace.call("file_search", args)).model_dump()
+        rows.append(
+            [name, ours * 1000, theirs * 1000, ours / theirs, out["truncated"], out["total"]]
+        )
+    return rows
 
 
 def main() -> None:
