@@ -1,14 +1,20 @@
 """Linux network namespaces for the end-to-end topology.
 
-``Topology`` builds, with ``ip netns`` and veth pairs:
+``Topology`` builds three namespaces joined by veth pairs, each pair a /30 of a
+random free /24 (10.231.O.0/24) of 10.231.0.0/16, routed nowhere else:
 
-    sandbox ns  10.231.X.2/30 ──veth── 10.231.X.1/30  root ns (proxies, Redis on 127.0.0.1)
-    internet ns 10.231.X.6/30 ──veth── 10.231.X.5/30  root ns
+    sandbox ns  .2 ──── .1  proxy ns  .5 ──── .6  internet ns
+                            .9                 .14
+                             │                  │
+                            .10   root ns      .13
+                          (the test: orchestrator, control sockets)
 
-The sandbox namespace has exactly one route, the connected /30 to the proxies'
-address; no default route. The internet namespace only knows its /30 too, so it
-answers the root namespace (the proxies) and nothing else. The addresses are a
-free /24 of 10.231.0.0/16 picked at random and never routed anywhere else.
+- The sandbox's only route is its /30 to the proxy namespace: no default route.
+- The proxy namespace does not forward (ip_forward=0), so nothing crosses it:
+  the sandbox can reach exactly what listens in the proxy namespace on .1.
+- The root namespace (the test, playing the orchestrator) reaches the proxy
+  namespace on .9 (the harness's readiness checks, Redis) and the internet on
+  .14 (GitHub App token minting, as a real orchestrator would).
 
 ``listen_in`` creates a listening TCP socket *inside* a namespace and hands it to
 this process (SCM_RIGHTS). A socket keeps the namespace it was created in, so an
@@ -20,7 +26,6 @@ still inspect its state directly.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import random
 import shutil
@@ -29,8 +34,6 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-
-SUBNET = ipaddress.ip_network("10.231.0.0/16")
 
 
 class NamespacesUnavailable(RuntimeError):
@@ -50,14 +53,33 @@ def _used_third_octets() -> set[int]:
     return used
 
 
+@dataclass(frozen=True)
+class Link:
+    """One veth pair: end ``a`` in ``ns_a`` (None = root) with host number ``host_a``."""
+
+    a: str
+    ns_a: str | None
+    b: str
+    ns_b: str | None
+    host_a: int
+    host_b: int
+
+
 @dataclass
 class Topology:
     tag: str
     octet: int
 
+    def _addr(self, host: int) -> str:
+        return f"10.231.{self.octet}.{host}"
+
     @property
     def sandbox_ns(self) -> str:
         return f"{self.tag}-sbx"
+
+    @property
+    def proxy_ns(self) -> str:
+        return f"{self.tag}-prx"
 
     @property
     def internet_ns(self) -> str:
@@ -65,26 +87,40 @@ class Topology:
 
     @property
     def proxy_addr(self) -> str:
-        """The root namespace's address on the sandbox link: where the proxies listen."""
-        return f"10.231.{self.octet}.1"
+        """The proxy namespace's address on the sandbox link: where sandboxes send egress."""
+        return self._addr(1)
 
     @property
     def sandbox_addr(self) -> str:
-        return f"10.231.{self.octet}.2"
+        return self._addr(2)
 
     @property
-    def egress_addr(self) -> str:
-        """The root namespace's address on the internet link."""
-        return f"10.231.{self.octet}.5"
+    def proxy_egress_addr(self) -> str:
+        return self._addr(5)
 
     @property
     def internet_addr(self) -> str:
-        return f"10.231.{self.octet}.6"
+        """The internet namespace's address as the proxies see it (their --resolve target)."""
+        return self._addr(6)
 
     @property
-    def _veths(self) -> tuple[str, str, str, str]:
-        # Interface names are limited to 15 bytes.
-        return (f"{self.tag}s0", f"{self.tag}s1", f"{self.tag}n0", f"{self.tag}n1")
+    def proxy_admin_addr(self) -> str:
+        """The proxy namespace's address on the root link (readiness checks, Redis)."""
+        return self._addr(9)
+
+    @property
+    def internet_public_addr(self) -> str:
+        """The internet namespace's address as the orchestrator (root namespace) sees it."""
+        return self._addr(14)
+
+    def _links(self) -> list[Link]:
+        t = self.tag
+        return [
+            Link(f"{t}a0", self.proxy_ns, f"{t}a1", self.sandbox_ns, 1, 2),
+            Link(f"{t}b0", self.proxy_ns, f"{t}b1", self.internet_ns, 5, 6),
+            Link(f"{t}c0", self.proxy_ns, f"{t}c1", None, 9, 10),
+            Link(f"{t}d0", None, f"{t}d1", self.internet_ns, 13, 14),
+        ]
 
     def exec_prefix(self, ns: str) -> list[str]:
         return ["ip", "netns", "exec", ns]
@@ -95,28 +131,24 @@ class Topology:
         )
 
     def create(self) -> None:
-        sbx_root, sbx_in, net_root, net_in = self._veths
-        o = self.octet
-        steps = [
-            ("netns", "add", self.sandbox_ns),
-            ("netns", "add", self.internet_ns),
-            ("link", "add", sbx_root, "type", "veth", "peer", "name", sbx_in),
-            ("link", "set", sbx_in, "netns", self.sandbox_ns),
-            ("addr", "add", f"10.231.{o}.1/30", "dev", sbx_root),
-            ("link", "set", sbx_root, "up"),
-            ("-n", self.sandbox_ns, "addr", "add", f"10.231.{o}.2/30", "dev", sbx_in),
-            ("-n", self.sandbox_ns, "link", "set", sbx_in, "up"),
-            ("-n", self.sandbox_ns, "link", "set", "lo", "up"),
-            ("link", "add", net_root, "type", "veth", "peer", "name", net_in),
-            ("link", "set", net_in, "netns", self.internet_ns),
-            ("addr", "add", f"10.231.{o}.5/30", "dev", net_root),
-            ("link", "set", net_root, "up"),
-            ("-n", self.internet_ns, "addr", "add", f"10.231.{o}.6/30", "dev", net_in),
-            ("-n", self.internet_ns, "link", "set", net_in, "up"),
-            ("-n", self.internet_ns, "link", "set", "lo", "up"),
-        ]
-        for step in steps:
-            _ip(*step)
+        for ns in (self.sandbox_ns, self.proxy_ns, self.internet_ns):
+            _ip("netns", "add", ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+        # Nothing may cross the proxy namespace: it terminates, never routes.
+        sysctl = self.run_in(self.proxy_ns, ["sysctl", "-qw", "net.ipv4.ip_forward=0"])
+        if sysctl.returncode != 0:
+            raise RuntimeError(f"cannot disable forwarding: {sysctl.stderr.strip()}")
+        for link in self._links():
+            _ip("link", "add", link.a, "type", "veth", "peer", "name", link.b)
+            for name, target, host in (
+                (link.a, link.ns_a, link.host_a),
+                (link.b, link.ns_b, link.host_b),
+            ):
+                where = ["-n", target] if target else []
+                if target:
+                    _ip("link", "set", name, "netns", target)
+                _ip(*where, "addr", "add", f"{self._addr(host)}/30", "dev", name)
+                _ip(*where, "link", "set", name, "up")
 
     def routes(self, ns: str) -> list[str]:
         out = _ip("-n", ns, "-4", "route", "show").stdout
@@ -124,10 +156,11 @@ class Topology:
 
     def destroy(self) -> None:
         """Remove everything; safe to call on a half-built topology."""
-        for ns in (self.sandbox_ns, self.internet_ns):
+        for ns in (self.sandbox_ns, self.proxy_ns, self.internet_ns):
             _ip("netns", "del", ns, check=False)
-        for dev in (self._veths[0], self._veths[2]):
-            _ip("link", "del", dev, check=False)
+        for link in self._links():
+            for name in (link.a, link.b):
+                _ip("link", "del", name, check=False)
 
 
 def can_create_namespaces() -> str | None:

@@ -2,11 +2,12 @@
 
     sandbox ns:   airlockd (started by the sandbox image's entrypoint, which trusts
                   the proxy CA and drops to `nobody`); git, gh, gh-signed-commit run
-                  here. Its only route is the /30 to the proxies.
-    root ns:      two airlock-proxy replicas on a shared Redis store, and the test
-                  (the orchestrator: DaemonClient, ProxyClient, GitHubShell).
+                  here. Its only route is the /30 to the proxy namespace.
+    proxy ns:     two airlock-proxy replicas and their Redis store; no forwarding.
     internet ns:  the local GitHub (TLS, git http-backend, REST, GraphQL), reached
                   by the proxies through --resolve.
+    root ns:      the test, as the orchestrator (DaemonClient, ProxyClient,
+                  GitHubShell over the Unix sockets; app tokens minted directly).
 
 One agent turn is driven through the clients: clone, apply_patch, file_search,
 diagnostics, gh-signed-commit, (one replica killed) gh pr create on the other
@@ -20,17 +21,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -46,8 +51,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.e2e.netns import Topology, can_create_namespaces, listen_in, topology
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import ProxyProcess
-from tests.fakes.redis_server import redis_server_sync
+from tests.fakes.proxy_harness import ProxyProcess, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -95,7 +99,7 @@ def _sandbox_python() -> str:
 
 
 def _require_namespaces() -> None:
-    for tool in ("gh", "git", "redis-server", "setpriv"):
+    for tool in ("gh", "git", "redis-server", "setpriv", "sysctl"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
     reason = can_create_namespaces()
@@ -108,18 +112,21 @@ class InternetGitHub(FakeGitHub):
 
     :meth:`FakeGitHub.start` is used as is; only the sites it creates are bound
     to sockets made in the namespace by :func:`listen_in` instead of 127.0.0.1.
-    The leaf also names the namespace's IP, so the orchestrator's app-token
-    requests (straight to the API listener) verify too.
+    They listen on every address of the namespace: the proxies reach it on the
+    proxy link, the orchestrator (app-token minting) on the root link, and the
+    leaf names both addresses.
     """
 
-    def __init__(self, directory: Path, *, netns: str, address: str) -> None:
+    def __init__(self, directory: Path, *, topo: Topology) -> None:
         super().__init__(directory, org="acme")
-        self.netns = netns
-        self.address = address
-        self.leaf = self.ca.issue("api.github.com", "github.com", address)
+        self.topo = topo
+        self.leaf = self.ca.issue(
+            "api.github.com", "github.com", topo.internet_addr, topo.internet_public_addr
+        )
 
     async def start(self) -> None:
-        sockets = [await asyncio.to_thread(listen_in, self.netns, self.address) for _ in range(2)]
+        ns = self.topo.internet_ns
+        sockets = [await asyncio.to_thread(listen_in, ns, "0.0.0.0") for _ in range(2)]
         unused = iter(sockets)
 
         def site_in_netns(
@@ -140,10 +147,86 @@ class InternetGitHub(FakeGitHub):
 
     @property
     def resolve(self) -> list[str]:
+        """The proxies' --resolve: the real names to the internet namespace."""
+        address = self.topo.internet_addr
         return [
-            f"api.github.com:443:{self.address}:{self.api_port}",
-            f"github.com:443:{self.address}:{self.git_port}",
+            f"api.github.com:443:{address}:{self.api_port}",
+            f"github.com:443:{address}:{self.git_port}",
         ]
+
+    @property
+    def public_api_url(self) -> str:
+        """The API as the orchestrator (root namespace) reaches it."""
+        return f"https://{self.topo.internet_public_addr}:{self.api_port}"
+
+
+@dataclass
+class NetnsProxy(ProxyProcess):
+    """airlock-proxy run inside the proxy namespace.
+
+    It listens on every address there: sandboxes reach it on the sandbox link,
+    the harness's readiness check on the root link (``proxy_host``). Session
+    proxy URLs advertise the sandbox-side address.
+    """
+
+    netns: str = ""
+    sandbox_side: str = ""
+
+    def argv(self) -> list[str]:
+        argv = super().argv()
+        argv[argv.index("--listen") + 1] = f"0.0.0.0:{self.port}"
+        argv += ["--advertise", f"{self.sandbox_side}:{self.port}"]
+        return ["ip", "netns", "exec", self.netns, *argv]
+
+
+@contextlib.contextmanager
+def redis_in(topo: Topology, directory: Path) -> Iterator[str]:
+    """redis-server in the proxy namespace on its root-link address, with a password.
+
+    No persistence. The password also keeps Redis's protected mode from refusing
+    clients that are not on loopback (the proxies connect over the namespace's
+    address, as replicas on other hosts would).
+    """
+    directory.mkdir()
+    port = 6379
+    password = secrets.token_hex(16)
+    proc = subprocess.Popen(
+        [*topo.exec_prefix(topo.proxy_ns), "redis-server",
+         "--bind", topo.proxy_admin_addr, "--port", str(port), "--requirepass", password,
+         "--save", "", "--appendonly", "no", "--dir", str(directory)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    ping = f"AUTH {password}\r\nPING\r\n".encode()
+    try:
+        deadline = time.monotonic() + 15
+        while not _redis_answers(topo.proxy_admin_addr, port, ping):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not start in the proxy namespace")
+            time.sleep(0.05)
+        yield f"redis://:{password}@{topo.proxy_admin_addr}:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _redis_answers(host: str, port: int, ping: bytes) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1) as conn:
+            conn.sendall(ping)
+            reply = b""
+            while b"PONG" not in reply and len(reply) < 64:
+                chunk = conn.recv(64)
+                if not chunk:
+                    break
+                reply += chunk
+            return reply.startswith(b"+OK") and b"+PONG" in reply
+    except OSError:
+        return False
 
 
 @dataclass
@@ -193,8 +276,11 @@ class World:
     outputs: list[str] = field(default_factory=list)
 
     def shell(self, replica: int, proxy_client: ProxyClient) -> GitHubShell:
-        proxy = self.proxies[replica]
-        url = proxy.proxy_url(self.session)
+        parts = urlsplit(self.session.proxy_url)
+        url = (
+            f"http://{parts.username}:{parts.password}@"
+            f"{self.topo.proxy_addr}:{self.proxies[replica].port}"
+        )
         return GitHubShell(
             org="acme",
             provider=self.provider,
@@ -260,12 +346,15 @@ def _entrypoint_env(base: Path, proxy_ca: Path, socket_dir: Path) -> dict[str, s
 def _start_proxy(
     tmp: Path, topo: Topology, github: InternetGitHub, redis_url: str, ca_from: Path | None
 ) -> ProxyProcess:
-    proc = ProxyProcess(
+    proc = NetnsProxy(
         tmp,
         resolve=github.resolve,
         upstream_ca=github.ca_path,
         store=redis_url,
-        proxy_host=topo.proxy_addr,
+        proxy_host=topo.proxy_admin_addr,
+        port=free_port(),
+        netns=topo.proxy_ns,
+        sandbox_side=topo.proxy_addr,
     )
     if ca_from is not None:
         # Replicas must present one CA: install the first replica's, as the
@@ -293,10 +382,8 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     async with contextlib.AsyncExitStack() as stack:
         topo = stack.enter_context(topology())
         base = stack.enter_context(_short_base())
-        redis = stack.enter_context(redis_server_sync())
-        github = InternetGitHub(
-            tmp_path / "github", netns=topo.internet_ns, address=topo.internet_addr
-        )
+        redis_url = stack.enter_context(redis_in(topo, base / "redis"))
+        github = InternetGitHub(tmp_path / "github", topo=topo)
         await stack.enter_async_context(github)
         await github.create_repo(REPO)
         proxies: list[ProxyProcess] = []
@@ -307,11 +394,11 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
 
         stack.callback(stop_proxies)
         proxies.append(
-            await asyncio.to_thread(_start_proxy, tmp_path / "pa", topo, github, redis.url, None)
+            await asyncio.to_thread(_start_proxy, tmp_path / "pa", topo, github, redis_url, None)
         )
         proxies.append(
             await asyncio.to_thread(
-                _start_proxy, tmp_path / "pb", topo, github, redis.url, proxies[0].state_dir
+                _start_proxy, tmp_path / "pb", topo, github, redis_url, proxies[0].state_dir
             )
         )
         control = await stack.enter_async_context(proxies[0].client())
@@ -334,7 +421,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             github.app_id,
             github.app_private_key_pem,
             org="acme",
-            api_url=f"https://{topo.internet_addr}:{github.api_port}",
+            api_url=github.public_api_url,
             ssl_context=ssl_ctx,
         )
         yield World(
@@ -366,13 +453,28 @@ async def test_isolated_topology_has_only_the_proxy_route() -> None:
     with topology() as topo:
         routes = topo.routes(topo.sandbox_ns)
         assert len(routes) == 1, routes
-        assert routes[0].startswith(f"10.231.{topo.octet}.0/30 dev {topo.tag}s1 "), routes
-        assert not any(r.startswith("default") for r in topo.routes(topo.internet_ns))
-        probe = "import socket,sys\ntry:\n socket.create_connection((sys.argv[1], 443), timeout=2)\nexcept OSError as e:\n print(e.errno)\n"
-        out = topo.run_in(topo.sandbox_ns, [sys.executable, "-c", probe, topo.internet_addr])
-        assert out.stdout.strip() == "101", out  # ENETUNREACH
-        out = topo.run_in(topo.sandbox_ns, [sys.executable, "-c", probe, "1.1.1.1"])
-        assert out.stdout.strip() == "101", out
+        assert routes[0].startswith(f"10.231.{topo.octet}.0/30 dev {topo.tag}a1 "), routes
+        for ns in (topo.sandbox_ns, topo.proxy_ns, topo.internet_ns):
+            assert not any(r.startswith("default") for r in topo.routes(ns)), ns
+        forwarding = topo.run_in(topo.proxy_ns, ["sysctl", "-n", "net.ipv4.ip_forward"])
+        assert forwarding.stdout.strip() == "0"
+        probe = (
+            "import socket,sys\n"
+            "try:\n socket.create_connection((sys.argv[1], 443), timeout=2)\n"
+            "except OSError as e:\n print(e.errno)\n"
+        )
+        for target in (
+            topo.internet_addr,
+            topo.internet_public_addr,
+            topo.proxy_admin_addr,
+            topo.proxy_egress_addr,
+            "1.1.1.1",
+        ):
+            out = topo.run_in(topo.sandbox_ns, [sys.executable, "-c", probe, target])
+            assert out.stdout.strip() == "101", (target, out)  # ENETUNREACH
+        # The one address it has a route to answers only where something listens.
+        out = topo.run_in(topo.sandbox_ns, [sys.executable, "-c", probe, topo.proxy_addr])
+        assert out.stdout.strip() == "111", out  # ECONNREFUSED
 
 
 async def test_full_agent_turn_through_the_isolated_topology(world: World) -> None:
@@ -433,18 +535,27 @@ async def _agent_turn(w: World) -> None:
     # Only the proxy path works: direct connections out of the sandbox fail.
     probe = (
         "import socket,sys\n"
-        "for host, port in ((sys.argv[1], int(sys.argv[2])), (sys.argv[3], int(sys.argv[2]))):\n"
+        "for target in sys.argv[1:]:\n"
+        "    host, port = target.rsplit(':', 1)\n"
         "    try:\n"
-        "        socket.create_connection((host, port), timeout=3).close(); print('CONNECTED')\n"
+        "        socket.create_connection((host, int(port)), timeout=3).close(); print('CONNECTED')\n"
         "    except OSError as e:\n"
         "        print('refused', e.errno)\n"
     )
+    t = w.topo
+    api, redis_port = w.github.api_port, urlsplit(w.proxies[0].store).port
     direct = await w.sandbox_exec(
-        w.python, "-c", probe, w.topo.internet_addr, str(w.github.api_port), w.topo.proxy_addr
-    )
-    assert "CONNECTED" not in direct.stdout
-    assert direct.stdout.split("\n")[0] == "refused 101", direct.stdout  # no route
-    assert direct.stdout.split("\n")[1] == "refused 111", direct.stdout  # nothing there
+        w.python, "-c", probe,
+        f"{t.internet_addr}:{api}",         # the local GitHub, as the proxies dial it
+        f"{t.internet_public_addr}:{api}",  # ... and as the orchestrator does
+        f"{t.proxy_admin_addr}:{redis_port}",  # the proxies' Redis
+        f"{t.proxy_addr}:{api}",            # the proxy namespace, a port nobody serves
+        f"{t.proxy_addr}:{redis_port}",     # Redis's port on the sandbox-side address
+        f"{t.proxy_addr}:{w.proxies[0].port}",  # the proxy itself: the one way out
+    )  # fmt: skip
+    assert direct.stdout.split("\n")[:6] == [
+        "refused 101", "refused 101", "refused 101", "refused 111", "refused 111", "CONNECTED",
+    ], direct.stdout  # fmt: skip
     # Nor can the sandbox user reach the proxy's control socket on this shared disk.
     control_path = w.proxies[0].control.removeprefix("unix:")
     ctl = await w.sandbox_exec(
