@@ -50,8 +50,9 @@ from airlock.client.github.policy import (
 from airlock.client.github.redact import basic_credential, redact, secret_forms, truncate_tail
 from airlock.client.providers.base import TokenProvider
 from airlock.client.providers.errors import CredentialError
-from airlock.client.proxy import ProxyClient
+from airlock.client.proxy import ProxyClient, ProxyError
 from airlock.client.sandboxes import RunResult, Sandbox
+from airlock.daemon.errors import AirlockError
 from airlock.proxy.protocol import LeaseRule, Replacement, SessionInfo
 
 DEFAULT_EXECUTABLES: Mapping[str, Sequence[str]] = {
@@ -155,12 +156,14 @@ class GitHubShell:
 
     async def invoke(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Tool-call entry point: a result dict, ``{"type": "denied", "reason"}``, or
-        ``{"type": "error", "reason"}`` when no token could be had (classified, token-free)."""
+        ``{"type": "error", "reason"}`` when no token, lease or sandbox could be had."""
         try:
             result = await self.run(args)
         except GitHubShellDenied as exc:
             return {"type": "denied", "reason": exc.reason}
-        except CredentialError as exc:
+        except (CredentialError, ProxyError, AirlockError) as exc:
+            # Token-free by construction: provider, proxy and daemon errors carry
+            # status codes and server messages, never request bodies.
             return {"type": "error", "reason": f"{type(exc).__name__}: {exc}"}
         return result.model_dump()
 

@@ -388,3 +388,22 @@ async def test_through_airlockd_exec(env: Env) -> None:
     _assert_sandbox_never_saw(env, result.stdout, result.stderr)
     assert await _leases(env) == []
     assert list(env.config_base.iterdir()) == []
+
+
+async def test_unknown_session_is_a_tool_error(env: Env) -> None:
+    shell = GitHubShell(
+        org="acme",
+        provider=env.provider,
+        proxy=env.pc,
+        session="no-such-session",
+        sandbox=LocalSandbox(base_env=env.sandbox_env),
+        workspace=str(env.workspace),
+        config_dir_base=str(env.config_base),
+    )
+    out = await shell.invoke(env.call("gh api user"))
+    assert out["type"] == "error" and "session_not_found" in out["reason"]
+    for token in env.real_tokens():
+        assert token not in out["reason"]
+    # The command never ran, and nothing was left behind.
+    assert not any(r.path == "/user" for r in env.gh.requests)
+    assert list(env.config_base.iterdir()) == []
