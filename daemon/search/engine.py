@@ -31,6 +31,8 @@ INSTALL_HINT = (
     "grep, then restart airlockd. Meanwhile use exec with your own command."
 )
 _PROBE_TIMEOUT_S = 5.0
+# --no-require-git arrived in ripgrep 11; older binaries are passed over for the next candidate.
+_MIN_RG_MAJOR = 11
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,14 @@ async def _rg_candidate() -> SearchEngine | None:
         code, out = await _run([path, "--version"])
         if code == 0 and out.startswith("ripgrep"):
             version = out.split()[1] if len(out.split()) > 1 else "unknown"
-            return SearchEngine("rg", path, version, source)
+            if _major(version) >= _MIN_RG_MAJOR:
+                return SearchEngine("rg", path, version, source)
     return None
+
+
+def _major(version: str) -> int:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 async def _grep_candidate() -> SearchEngine | None:

@@ -11,7 +11,7 @@ import pytest
 
 from airlock.daemon.errors import Internal, InvalidRequest, PathEscape
 from airlock.daemon.search.engine import ENV_OVERRIDE, INSTALL_HINT, resolve_engine
-from tests.daemon.search.conftest import make_workspace, write
+from tests.daemon.search.support import make_workspace, write
 from tests.fakes.daemon_harness import running_daemon
 
 
@@ -26,19 +26,34 @@ def path_without_rg(tmp_path: Path) -> str:
     return str(bin_dir)
 
 
-async def test_startup_resolves_once_and_reports(ws: Path, tmp_path: Path) -> None:
+async def test_startup_resolves_once_and_reports(
+    monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(ENV_OVERRIDE, raising=False)
     workspace = make_workspace(ws, tmp_path)
     await workspace.startup()
     info = workspace.ctx.engines["search"]
     assert info["engine"] == "rg" and info["version"][0].isdigit()
     assert Path(info["path"]).name == "rg"
     # Cached: a changed environment does not change a running daemon's engine.
-    os.environ[ENV_OVERRIDE] = "none"
-    try:
-        again = await resolve_engine(workspace.ctx)
-    finally:
-        del os.environ[ENV_OVERRIDE]
+    monkeypatch.setenv(ENV_OVERRIDE, "none")
+    again = await resolve_engine(workspace.ctx)
     assert again is not None and again.engine == "rg"
+
+
+async def test_too_old_rg_on_path_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path
+) -> None:
+    """An rg without --no-require-git (before 11) would ignore .gitignore outside git."""
+    bin_dir = Path(path_without_rg(tmp_path))
+    old = bin_dir / "rg"
+    old.write_text("#!/bin/sh\necho 'ripgrep 0.10.0'\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv(ENV_OVERRIDE, raising=False)
+    workspace = make_workspace(ws, tmp_path)
+    engine = await resolve_engine(workspace.ctx)
+    assert engine is not None and engine.source == "wheel" and engine.path != str(old)
 
 
 @pytest.mark.parametrize("mode", ["files_with_matches", "content", "count"])

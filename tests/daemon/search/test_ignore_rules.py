@@ -11,7 +11,7 @@ from airlock.daemon.search.globs import compile_glob
 from airlock.daemon.search.ignore import stack_for
 from airlock.daemon.search.query import GlobFilter
 from airlock.daemon.search.walk import walk
-from tests.daemon.search.conftest import write
+from tests.daemon.search.support import write
 
 GITIGNORE = """\
 # comment

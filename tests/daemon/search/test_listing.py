@@ -11,7 +11,7 @@ import pytest
 
 from airlock.daemon.errors import InvalidRequest, NotFound, PathEscape
 from airlock.daemon.workspace import Workspace
-from tests.daemon.search.conftest import make_workspace, write
+from tests.daemon.search.support import make_workspace, write
 
 
 @pytest.fixture

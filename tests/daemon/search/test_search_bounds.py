@@ -11,7 +11,7 @@ import pytest
 
 from airlock.daemon.errors import Timeout
 from airlock.daemon.search.limits import LINE_CUT_MARKER, RESPONSE_CAP
-from tests.daemon.search.conftest import Call, forced, write
+from tests.daemon.search.support import Call, forced, write
 
 
 @pytest.fixture

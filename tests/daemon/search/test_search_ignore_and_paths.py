@@ -10,7 +10,7 @@ import pytest
 
 from airlock.daemon.errors import InvalidRequest, NotFound, PathEscape
 from airlock.daemon.workspace import Workspace
-from tests.daemon.search.conftest import Call, forced, make_workspace, write
+from tests.daemon.search.support import Call, forced, make_workspace, write
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airlock.daemon.workspace import Workspace
-from tests.daemon.search.conftest import Call, forced, write
+from tests.daemon.search.support import Call, forced, write
 
 TREE = {
     "src/app.py": "import os\n\ndef main():\n    return os.getcwd()  # TODO tidy\n\nmain()\n",

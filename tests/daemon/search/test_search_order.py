@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from airlock.daemon.search.walk import path_key
-from tests.daemon.search.conftest import Call
+from tests.daemon.search.support import Call
 
 
 @pytest.fixture

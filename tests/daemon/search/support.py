@@ -1,0 +1,51 @@
+"""Helpers for file_search / file_list tests: workspaces with a forced search engine.
+
+The grep fallback is forced with ``AIRLOCK_SEARCH_ENGINE`` the way an operator
+(or a sandbox without rg) would get it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airlock.daemon.context import DaemonConfig
+from airlock.daemon.search.engine import ENV_OVERRIDE, resolve_engine
+from airlock.daemon.workspace import Workspace
+
+Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def make_workspace(ws: Path, tmp: Path, **config: Any) -> Workspace:
+    return Workspace(
+        DaemonConfig(
+            workspace=ws, artifacts_dir=tmp / "artifacts", state_dir=tmp / "state", **config
+        )
+    )
+
+
+async def forced(
+    monkeypatch: pytest.MonkeyPatch, ws: Path, tmp: Path, engine: str, **config: Any
+) -> Workspace:
+    """A workspace whose search engine was resolved with the override set to ``engine``."""
+    if engine == "grep" and shutil.which("grep") is None:
+        pytest.skip("grep is not installed")
+    monkeypatch.setenv(ENV_OVERRIDE, engine)
+    workspace = make_workspace(ws, tmp, **config)
+    resolved = await resolve_engine(workspace.ctx)
+    assert resolved is not None and resolved.engine == engine
+    return workspace
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
