@@ -185,7 +185,16 @@ def test_proxy_ca_comes_from_a_secret_shared_by_all_replicas() -> None:
     assert volumes["ca-secret"]["secret"]["secretName"] == "airlock-proxy-ca"
     init = pod["initContainers"][0]
     state_dir = arg_value(container(pod, "proxy")["args"], "--state-dir")
-    assert {m["mountPath"] for m in init["volumeMounts"]} == {"/ca-secret", state_dir}
+    # The state dir is a subdirectory of the volume, created by the init container
+    # (running as the proxy's user), so the proxy owns it and may chmod it 0700.
+    mount = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
+    assert mount["/ca-secret"] == "ca-secret"
+    volume_root = state_dir.rsplit("/", 1)[0]
+    assert mount[volume_root] == "state"
+    assert f"mkdir -p {state_dir}" in init["args"][0]
+    assert f'cp -L "$f" {state_dir}/' in init["args"][0]
+    proxy_mounts = {m["mountPath"]: m["name"] for m in container(pod, "proxy")["volumeMounts"]}
+    assert proxy_mounts[volume_root] == "state"
 
 
 # --- sandbox ----------------------------------------------------------------------
