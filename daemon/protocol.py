@@ -131,11 +131,11 @@ class FileMultiReadOutput(ToolOutput):
 
 
 class FileListInput(ToolInput):
-    path: str = "."
-    depth: int = Field(2, ge=1, le=10)
-    limit: int = Field(1000, ge=1, le=10000)
-    include_hidden: bool = False
-    include_ignored: bool = False
+    path: str = Field(".", description="Directory (or file) to list, relative to the workspace.")
+    depth: int = Field(2, ge=1, le=10, description="Levels to descend; 1 lists children only.")
+    limit: int = Field(1000, ge=1, le=10000, description="Most entries to return.")
+    include_hidden: bool = Field(False, description="Also list names starting with '.'.")
+    include_ignored: bool = Field(False, description="Also list what .gitignore rules hide.")
 
 
 class ListEntry(BaseModel):
@@ -157,18 +157,25 @@ OutputMode = Literal["files_with_matches", "content", "count"]
 
 class FileSearchInput(ToolInput):
     pattern: str = Field(min_length=1, description="Regular expression (Rust regex syntax).")
-    path: str = "."
+    path: str = Field(".", description="Directory or file to search, relative to the workspace.")
     glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py'.")
     type: str | None = Field(None, description="Only files of this rg type, e.g. 'py', 'ts'.")
-    output_mode: OutputMode = "files_with_matches"
+    output_mode: OutputMode = Field(
+        "files_with_matches",
+        description="files_with_matches: paths; content: matching lines; count: per file.",
+    )
     case_insensitive: bool = False
     fixed_strings: bool | None = Field(
         None, description="Literal match; automatic when the pattern has no regex metacharacter."
     )
-    context: int = Field(0, ge=0, le=10)
-    limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0)
-    include_ignored: bool = False
+    context: int = Field(
+        0, ge=0, le=10, description="Lines of context around each match (content mode)."
+    )
+    limit: int = Field(50, ge=1, le=200, description="Most rows to return.")
+    offset: int = Field(0, ge=0, description="Rows to skip, to page through results.")
+    include_ignored: bool = Field(
+        False, description="Also search files that .gitignore rules hide (e.g. a virtualenv)."
+    )
 
 
 class SearchMatch(BaseModel):
