@@ -273,6 +273,49 @@ async def _fill(client: object, count: int) -> None:
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
+async def _lookup_costs(leases: int) -> list[list[object]]:
+    """The per-request store lookup in isolation (session + placeholder)."""
+    from airlock.proxy.protocol import LeaseRule
+    from airlock.proxy.store.base import LeaseRecord, SessionRecord, Store, hash_secret, now
+    from airlock.proxy.store.memory import MemoryStore
+    from airlock.proxy.store.redis import RedisStore
+
+    async def fill(store: Store, count: int) -> None:
+        await store.create_session(SessionRecord("s", hash_secret("x"), (), now() + 600))
+        for i in range(count):
+            rule = LeaseRule.model_validate({**RULE, "placeholder": f"airlock-gh-fill-{i:08d}"})
+            await store.put_lease(LeaseRecord("s", f"l{i}", (rule,), now() + 600))
+
+    async def measure(store: Store, n: int) -> list[float]:
+        samples: list[float] = []
+        for _ in range(n):
+            started = time.perf_counter()
+            await store.lookup("s", ["airlock-gh-fill-00000000"])
+            samples.append(time.perf_counter() - started)
+        return samples
+
+    rows: list[list[object]] = []
+    for count in (1, leases):
+        mem = MemoryStore()
+        await fill(mem, count)
+        samples = await measure(mem, 20000)
+        rows.append([f"memory, {count:,} leases", len(samples), _us(samples, 50), _us(samples, 99)])
+    if shutil.which("redis-server"):
+        from tests.fakes.redis_server import redis_server_sync
+
+        with redis_server_sync() as redis:
+            store = RedisStore(redis.url)
+            await fill(store, 1)
+            samples = await measure(store, 3000)
+            await store.close()
+        rows.append(["redis (loopback), 1 lease", len(samples), _us(samples, 50), _us(samples, 99)])
+    return rows
+
+
+def _us(samples: list[float], q: float) -> float:
+    return percentile(samples, q) * 1e6
+
+
 async def run(seconds: float, leases: int, round_trips: int, rounds: int) -> None:
     from tests.fakes.tls import TestCA
 
@@ -363,6 +406,8 @@ async def run(seconds: float, leases: int, round_trips: int, rounds: int) -> Non
             [["ProxyClient.put_lease + delete_lease", len(trips), _ms(trips, 50), _ms(trips, 99)]],
         )
     )
+    print()
+    print(table(["store.lookup per request", "n", "p50 us", "p99 us"], await _lookup_costs(leases)))
     print("targets: (b)/(a) <= 1.15x, (c)/(b) <= 1.05x, round trip p50 < 2 ms")
     for note in notes:
         print(note)
