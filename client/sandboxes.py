@@ -39,6 +39,7 @@ class RunResult:
     duration_ms: int = 0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    spill_path: str | None = None  # airlockd: where the full output was written
 
 
 @runtime_checkable
@@ -174,6 +175,7 @@ class DaemonSandbox:
             duration_ms=out.duration_ms,
             stdout_truncated=out.stdout_truncated,
             stderr_truncated=out.stderr_truncated,
+            spill_path=out.spill_path,
         )
 
 

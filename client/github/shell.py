@@ -200,6 +200,9 @@ class GitHubShell:
             git_env = await self._check_origin(cwd, repo)
         issued = await self.provider.get_token([repo], self.token_permissions)
         secrets = secret_forms(issued.token)
+        # Ask for a little more than we return: a cut can split a secret, and the
+        # partial one at the start of a truncated stream is dropped below.
+        slack = max(len(f) for f in secrets)
         placeholder = self._placeholder()
         config_dir = posixpath.join(self.config_dir_base, f"airlock-gh-{uuid.uuid4().hex}")
         env = self._environment(exe, repo, placeholder, config_dir, git_env)
@@ -214,13 +217,17 @@ class GitHubShell:
                     cwd,
                     env,
                     self.timeout_s,
-                    max_output_bytes=self.max_output_bytes,
+                    max_output_bytes=self.max_output_bytes + slack,
                 )
             finished = not result.timed_out
         finally:
             if exe == "gh" and not finished:
-                await self._remove_config_dir(config_dir)
-        return self._output(result, secrets)
+                await self._remove_sandbox_path(config_dir)
+        if result.spill_path:
+            # The full output may hold an unscrubbed form of the token: do not leave
+            # it in the sandbox. The model only ever sees the tool's output.
+            await self._remove_sandbox_path(result.spill_path)
+        return self._output(result, secrets, slack)
 
     def _command(self, exe: str, argv: list[str]) -> list[str]:
         base = list(self.executables[exe])
@@ -357,9 +364,9 @@ class GitHubShell:
                 raise GitHubShellDenied("origin could not be rewritten to its https URL")
         return rewrites
 
-    async def _remove_config_dir(self, config_dir: str) -> None:
+    async def _remove_sandbox_path(self, path: str) -> None:
         cleanup = asyncio.ensure_future(
-            self.sandbox.run(["rm", "-rf", "--", config_dir], self.workspace, {}, 30)
+            self.sandbox.run(["rm", "-rf", "--", path], self.workspace, {}, 30)
         )
         try:
             await asyncio.shield(cleanup)
@@ -370,19 +377,25 @@ class GitHubShell:
         except Exception:  # best effort: the directory holds no secret
             pass
 
-    def _output(self, result: RunResult, secrets: list[str]) -> GitHubShellResult:
-        stdout, out_cut = truncate_tail(redact(result.stdout, secrets), self.max_output_bytes)
-        stderr, err_cut = truncate_tail(redact(result.stderr, secrets), self.max_output_bytes)
-        if result.stdout_truncated and not out_cut:
-            stdout = f"[output truncated: showing final {self.max_output_bytes} bytes]\n{stdout}"
-        if result.stderr_truncated and not err_cut:
-            stderr = f"[output truncated: showing final {self.max_output_bytes} bytes]\n{stderr}"
+    def _clean(
+        self, text: str, sandbox_cut: bool, secrets: list[str], slack: int
+    ) -> tuple[str, bool]:
+        if sandbox_cut:
+            text = text[slack:]  # may start inside a secret; that part is beyond our window
+        text, cut = truncate_tail(redact(text, secrets), self.max_output_bytes)
+        if sandbox_cut and not cut:
+            text = f"[output truncated: showing final {self.max_output_bytes} bytes]\n{text}"
+        return text, cut or sandbox_cut
+
+    def _output(self, result: RunResult, secrets: list[str], slack: int) -> GitHubShellResult:
+        stdout, out_cut = self._clean(result.stdout, result.stdout_truncated, secrets, slack)
+        stderr, err_cut = self._clean(result.stderr, result.stderr_truncated, secrets, slack)
         return GitHubShellResult(
             exit_code=result.exit_code,
             stdout=stdout,
             stderr=stderr,
             timed_out=result.timed_out,
-            stdout_truncated=out_cut or result.stdout_truncated,
-            stderr_truncated=err_cut or result.stderr_truncated,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
             duration_ms=result.duration_ms,
         )

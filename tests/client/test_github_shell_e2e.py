@@ -383,6 +383,17 @@ async def test_through_airlockd_exec(env: Env) -> None:
         result = await shell.run(env.call("gh api repos/acme/widgets --jq .default_branch"))
         assert result.exit_code == 0, result.stderr
         assert result.stdout.strip() == "main"
+        # Long output: airlockd spills it to its artifacts dir; the tool removes the spill
+        # (it could hold an unscrubbed form of the token) and returns the tail.
+        env.gh.echo_tokens = True
+        shell.max_output_bytes = 150
+        long = await shell.run(env.call("gh api user --include"))
+        assert long.exit_code == 0, long.stderr
+        assert long.stdout_truncated
+        assert long.stdout.startswith("[output truncated: showing final 150 bytes]\n")
+        spills = [p for p in daemon.artifacts_dir.rglob("*") if p.is_file()]
+        assert spills == []
+        _assert_sandbox_never_saw(env, long.stdout, long.stderr)
         with pytest.raises(GitHubShellDenied):
             await shell.run(env.call("gh pr view 1", working_directory="../outside"))
     _assert_sandbox_never_saw(env, result.stdout, result.stderr)
