@@ -235,7 +235,9 @@ async def search_grep(
     # order, so what it returns is deterministic either way, and reading on makes `total`
     # known whenever rg (whose first phase reads everything under the cap) knows it.
     parser = GrepParser(query.mode, None, query.context, engine.null)
-    env = {**os.environ, "LC_ALL": "C"}
+    # GREP_OPTIONS/GREP_COLOR(S) from the sandbox's environment must not change the output.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GREP_")}
+    env["LC_ALL"] = "C"
     read = 0
     capped = stopped = failed = False
     errors: list[str] = []
