@@ -171,6 +171,7 @@ class DiagnosticsService:
         self.edit_checks: list[CheckName] = list(edit_checks)
         """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
         self.worker = WorkerClient()
+        self.typescript = types.TypeScriptCheckers()
         self.generation = 0
         """Counts finished edits; remembered type results are valid within one generation."""
         self._memo: OrderedDict[Path, _Remembered] = OrderedDict()
@@ -194,8 +195,9 @@ class DiagnosticsService:
         return EditTracker(self, paths, enabled)
 
     async def aclose(self) -> None:
-        """Stop the worker process (daemon shutdown, end of a test)."""
+        """Stop the worker processes (daemon shutdown, end of a test)."""
         await self.worker.aclose()
+        await self.typescript.aclose()
 
     # ------------------------------------------------------------ collecting
 
@@ -324,7 +326,7 @@ class DiagnosticsService:
 
             async def body() -> None:
                 self.type_checker_runs += 1
-                found = await types.run_group(group, self.timeout_s)
+                found = await types.run_group(group, self.timeout_s, self.typescript)
                 result.findings.extend(found)
                 result.ran = True
                 if self.generation == generation:

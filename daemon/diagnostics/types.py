@@ -22,6 +22,7 @@ from typing import Any
 from airlock.daemon.diagnostics.languages import language_of
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
 from airlock.daemon.diagnostics.procs import CheckUnavailable, run_bounded
+from airlock.daemon.diagnostics.worker_client import WorkerClient
 
 CHECK = "types"
 TYPESCRIPT_ENV = "AIRLOCK_TYPESCRIPT"
@@ -34,47 +35,94 @@ _TS_CONFIGS = ("tsconfig.json", "jsconfig.json")
 _PY_SEVERITY: dict[str, Severity] = {"error": "error", "warning": "warning", "information": "info"}
 _TS_SEVERITY: dict[int, Severity] = {0: "warning", 1: "error", 2: "info", 3: "info"}
 
-# Checks only the requested files of the program (the rest is parsed, not
-# checked), so a large project costs little more than its one file.
-_TS_SCRIPT = r"""
+# A long-lived checker: one node process per typescript install, reading one
+# JSON request per line. It keeps every parsed source file (lib.*.d.ts above
+# all, which is most of a cold check's time) keyed by (inode, size, mtime), and
+# hands the previous program to the next as ``oldProgram``, so a re-check after
+# an edit re-parses only the edited file. Only the requested files are checked;
+# the rest of the program is parsed, not checked.
+_TS_SERVER = r"""
 const fs = require("fs");
-const req = JSON.parse(fs.readFileSync(0, "utf8"));
-const ts = require(req.typescript);
-let options = {};
-let roots = [];
-if (req.config) {
-  const host = Object.assign({}, ts.sys, { onUnRecoverableConfigFileDiagnostic: () => {} });
-  const parsed = ts.getParsedCommandLineOfConfigFile(req.config, {}, host);
-  if (parsed) { options = parsed.options; roots = parsed.fileNames.slice(); }
-} else {
-  options = {
-    target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext,
-    moduleResolution: ts.ModuleResolutionKind.Bundler, jsx: ts.JsxEmit.Preserve,
-    allowJs: true, skipLibCheck: true, esModuleInterop: true, resolveJsonModule: true,
+const readline = require("readline");
+const ts = require(process.argv[1]);
+const files = new Map();
+const programs = new Map();
+const MAX_FILES = 20000;
+
+function stamp(name) {
+  try { const s = fs.statSync(name, { bigint: true }); return `${s.ino}:${s.size}:${s.mtimeNs}`; }
+  catch (e) { return null; }
+}
+
+function host(options) {
+  const base = ts.createCompilerHost(options, true);
+  const getSourceFile = base.getSourceFile;
+  base.getSourceFile = (name, target, onError, fresh) => {
+    const key = stamp(name);
+    const cached = files.get(name);
+    const version = typeof target === "object" ? JSON.stringify(target) : String(target);
+    if (key !== null && cached && cached.key === key && cached.version === version && !fresh) {
+      return cached.sf;
+    }
+    const sf = getSourceFile.call(base, name, target, onError, fresh);
+    if (sf && key !== null) {
+      if (files.size > MAX_FILES) files.clear();
+      files.set(name, { key, version, sf });
+    }
+    return sf;
   };
+  return base;
 }
-options.noEmit = true;
-const known = new Set(roots);
-for (const f of req.files) if (!known.has(f)) roots.push(f);
-const program = ts.createProgram(roots, options);
-const out = [];
-for (const f of req.files) {
-  const sf = program.getSourceFile(f);
-  if (!sf) continue;
-  const starts = sf.getLineStarts();
-  let n = 0;
-  for (const d of program.getSemanticDiagnostics(sf)) {
-    if (n++ >= req.limit) break;
-    const pos = sf.getLineAndCharacterOfPosition(d.start || 0);
-    const end = pos.line + 1 < starts.length ? starts[pos.line + 1] : sf.text.length;
-    out.push({
-      file: f, line: pos.line + 1, column: pos.character + 1, category: d.category,
-      code: "TS" + d.code, message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
-      anchor: sf.text.slice(starts[pos.line], end),
-    });
+
+function check(req) {
+  let options = {};
+  let roots = [];
+  if (req.config) {
+    const diag = Object.assign({}, ts.sys, { onUnRecoverableConfigFileDiagnostic: () => {} });
+    const parsed = ts.getParsedCommandLineOfConfigFile(req.config, {}, diag);
+    if (parsed) { options = parsed.options; roots = parsed.fileNames.slice(); }
+  } else {
+    options = {
+      target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext,
+      moduleResolution: ts.ModuleResolutionKind.Bundler, jsx: ts.JsxEmit.Preserve,
+      allowJs: true, skipLibCheck: true, esModuleInterop: true, resolveJsonModule: true,
+    };
   }
+  options.noEmit = true;
+  const known = new Set(roots);
+  for (const f of req.files) if (!known.has(f)) roots.push(f);
+  const key = (req.config || "") + "\0" + (req.config ? "" : req.files.join("\0"));
+  const program = ts.createProgram(roots, options, host(options), programs.get(key));
+  programs.set(key, program);
+  const out = [];
+  for (const f of req.files) {
+    const sf = program.getSourceFile(f);
+    if (!sf) continue;
+    const starts = sf.getLineStarts();
+    let n = 0;
+    for (const d of program.getSemanticDiagnostics(sf)) {
+      if (n++ >= req.limit) break;
+      const pos = sf.getLineAndCharacterOfPosition(d.start || 0);
+      const end = pos.line + 1 < starts.length ? starts[pos.line + 1] : sf.text.length;
+      out.push({
+        file: f, line: pos.line + 1, column: pos.character + 1, category: d.category,
+        code: "TS" + d.code, message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
+        anchor: sf.text.slice(starts[pos.line], end),
+      });
+    }
+  }
+  return { version: ts.version, diagnostics: out };
 }
-process.stdout.write(JSON.stringify({ version: ts.version, diagnostics: out }));
+
+const lines = readline.createInterface({ input: process.stdin });
+lines.on("line", (line) => {
+  let req = {};
+  let answer;
+  try { req = JSON.parse(line); answer = Object.assign({ id: req.id }, check(req)); }
+  catch (e) { answer = { id: req.id, error: String(e && e.stack || e).slice(0, 1000) }; }
+  process.stdout.write(JSON.stringify(answer) + "\n");
+});
+lines.on("close", () => process.exit(0));
 """
 
 
@@ -236,11 +284,13 @@ def plan_types(files: Mapping[Path, str]) -> TypePlan:
     return plan
 
 
-async def run_group(group: TypeGroup, timeout_s: float) -> list[Finding]:
-    """Run one checker process; raises CheckTimeout / CheckUnavailable."""
+async def run_group(
+    group: TypeGroup, timeout_s: float, checkers: TypeScriptCheckers
+) -> list[Finding]:
+    """Run one group's checker; raises CheckTimeout / CheckUnavailable / WorkerGone."""
     if group.tool == "basedpyright":
         return await _run_pyright(group, timeout_s)
-    return await _run_typescript(group, timeout_s)
+    return await run_typescript(group, timeout_s, checkers)
 
 
 async def _run_pyright(group: TypeGroup, timeout_s: float) -> list[Finding]:
@@ -284,31 +334,49 @@ async def _run_pyright(group: TypeGroup, timeout_s: float) -> list[Finding]:
     return out
 
 
-async def _run_typescript(group: TypeGroup, timeout_s: float) -> list[Finding]:
+class TypeScriptCheckers:
+    """One persistent checker per (node, typescript install); owned by the service."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[str, str], WorkerClient] = {}
+
+    def client(self, node: str, typescript: Path) -> WorkerClient:
+        key = (node, str(typescript))
+        existing = self._clients.get(key)
+        if existing is not None:
+            return existing
+
+        def command() -> tuple[list[str], dict[str, str]]:
+            return [node, "-e", _TS_SERVER, str(typescript)], dict(os.environ)
+
+        created = WorkerClient(command, name=f"the TypeScript checker ({typescript})")
+        self._clients[key] = created
+        return created
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+async def run_typescript(
+    group: TypeGroup, timeout_s: float, checkers: TypeScriptCheckers
+) -> list[Finding]:
     node = node_executable()
     if node is None or group.typescript is None:
         raise CheckUnavailable("node or typescript is not installed")
-    request = {
-        "typescript": str(group.typescript),
-        "config": str(group.config) if group.config else None,
-        "files": [str(f) for f in group.files],
-        "limit": MAX_FINDINGS_PER_FILE,
-    }
-    done = await run_bounded(
-        [node, "-e", _TS_SCRIPT],
-        cwd=group.cwd,
-        timeout_s=timeout_s,
-        stdin=json.dumps(request).encode(),
+    answer = await checkers.client(node, group.typescript).request(
+        {
+            "config": str(group.config) if group.config else None,
+            "files": [str(f) for f in group.files],
+            "limit": MAX_FINDINGS_PER_FILE,
+        },
+        timeout_s,
     )
-    try:
-        report: dict[str, Any] = json.loads(done.stdout)
-    except ValueError:
-        raise CheckUnavailable(
-            "the TypeScript checker failed: "
-            + done.stderr.decode("utf-8", "replace").strip()[-300:]
-        ) from None
+    if answer.get("error"):
+        raise CheckUnavailable("the TypeScript checker failed: " + str(answer["error"])[:300])
     out: list[Finding] = []
-    for item in report.get("diagnostics", []):
+    for item in answer.get("diagnostics", []):
         display = group.files.get(Path(str(item.get("file", ""))))
         if display is None:
             continue

@@ -1,9 +1,11 @@
-"""The daemon's side of the diagnostics worker: one long-lived child, many requests.
+"""The daemon's side of a long-lived checker process: one child, many requests.
 
-A persistent process keeps tree-sitter's parsers warm between edits (a fresh
-interpreter per check would cost ~100 ms each) while keeping the GIL-bound
-parsing out of the daemon. Requests are multiplexed by id over the pipes. A
-request that outlives its deadline kills the worker (it is stuck in a parse
+Two kinds run this way: the Python worker (``worker.py``: tree-sitter and
+the exact parsers, kept warm and out of the daemon's GIL) and the TypeScript
+checker (``types.py``: node with the compiler, which keeps parsed lib and
+project files between edits). Both speak one JSON object per line, answers
+carrying the request's ``id``; requests are multiplexed over the pipes. A
+request that outlives its deadline kills the process (it is stuck in work
 that cannot be interrupted) and the next request starts a fresh one.
 """
 
@@ -16,6 +18,7 @@ import json
 import os
 import sys
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,12 @@ def _python_path() -> str:
     package_parent = str(Path(next(iter(airlock.__path__))).parent)
     existing = os.environ.get("PYTHONPATH")
     return package_parent + (os.pathsep + existing if existing else "")
+
+
+def python_worker_command() -> tuple[list[str], dict[str, str]]:
+    """argv and environment of the syntax/whitespace worker."""
+    env = {**os.environ, "PYTHONPATH": _python_path(), "PYTHONDONTWRITEBYTECODE": "1"}
+    return [sys.executable, "-m", "airlock.daemon.diagnostics.worker"], env
 
 
 class WorkerGone(Exception):
@@ -89,7 +98,13 @@ class _Channel:
 class WorkerClient:
     """Owns at most one worker process, bound to the event loop that started it."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        command: Callable[[], tuple[list[str], dict[str, str]]] = python_worker_command,
+        name: str = "the diagnostics worker",
+    ) -> None:
+        self._command = command
+        self.name = name
         self._channel: _Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
@@ -140,12 +155,10 @@ class WorkerClient:
         async with self._start_lock:
             if self._channel is not None and self._channel.alive:
                 return self._channel
-            env = {**os.environ, "PYTHONPATH": _python_path(), "PYTHONDONTWRITEBYTECODE": "1"}
+            argv, env = self._command()
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "airlock.daemon.diagnostics.worker",
+                    *argv,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.DEVNULL,
@@ -155,7 +168,7 @@ class WorkerClient:
                     start_new_session=True,
                 )
             except OSError as exc:
-                raise CheckUnavailable(f"cannot start the diagnostics worker: {exc}") from exc
+                raise CheckUnavailable(f"cannot start {self.name}: {exc}") from exc
             self._channel = _Channel(proc, self._live)
             return self._channel
 
