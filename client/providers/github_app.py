@@ -94,6 +94,16 @@ class GitHubAppProvider:
         permissions: Mapping[str, str] | None = None,
     ) -> IssuedToken:
         """A token for exactly ``repositories`` ("owner/repo" or "repo") and ``permissions``."""
+        if self.org:
+            foreign = [
+                r for r in repositories if "/" in r and r.split("/")[0].lower() != self.org.lower()
+            ]
+            if foreign:
+                # GitHub takes bare names scoped to the installation's account; never let
+                # "other/widgets" silently become "<org>/widgets".
+                raise TokenRequestRejectedError(
+                    f"{foreign[0]} is not in {self.org}, the account this app installation serves"
+                )
         names = tuple(sorted({r.split("/", 1)[-1] for r in repositories}))
         perms = tuple(sorted((permissions or {}).items()))
         key: _CacheKey = (names, perms)

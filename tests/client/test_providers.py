@@ -162,6 +162,15 @@ async def test_unknown_repository_and_permission_rejected(fake_github: FakeGitHu
     assert fake_github.mints == []
 
 
+async def test_repository_of_another_owner_is_refused_before_any_request(
+    fake_github: FakeGitHub,
+) -> None:
+    provider = _provider(fake_github)
+    with pytest.raises(TokenRequestRejectedError, match="not in acme"):
+        await provider.get_token(["evil/widgets"])
+    assert fake_github.requests == [] and fake_github.mints == []
+
+
 async def test_server_errors_and_network_failures_are_failed(fake_github: FakeGitHub) -> None:
     provider = _provider(fake_github, installation_id=fake_github.installation_id("acme"))
     fake_github.fail_next("/app/installations/", 502)
