@@ -127,10 +127,15 @@ async def run_engine(
             await asyncio.wait_for(stderr_task, 1.0)
     finally:
         if proc.returncode is None:
+            # Cancelled (the client went away) or failed: never leave the engine running.
             _kill_group(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await asyncio.shield(proc.wait())
+            if proc.stdout is not None:
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(_discard(proc.stdout), 2.0)
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(proc.wait(), 2.0)
         if not stderr_task.done():
             stderr_task.cancel()
     return RunOutcome(

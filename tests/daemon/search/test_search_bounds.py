@@ -11,6 +11,7 @@ import pytest
 
 from airlock.daemon.errors import Timeout
 from airlock.daemon.search.limits import LINE_CUT_MARKER, RESPONSE_CAP
+from airlock.daemon.workspace import Workspace
 from tests.daemon.search.support import Call, forced, write
 
 
@@ -117,3 +118,19 @@ def _children() -> set[int]:
         if int(fields[1]) == me and fields[0] != "Z":
             found.add(int(entry.name))
     return found
+
+
+async def test_cancelled_search_kills_engine(search_ws: Workspace, ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    before = _children()
+    task = asyncio.create_task(search_ws.call("file_search", {"pattern": "x", "path": "pipe"}))
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if _children() - before:
+            break
+    assert _children() - before, "the engine should be running on the FIFO"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.1)
+    assert not (_children() - before)
