@@ -24,6 +24,7 @@ HOOKS = (
     "response",
     "websocket_message",
     "tls_clienthello",
+    "tls_start_client",
     "server_connect",
     "server_connected",
     "server_connect_error",

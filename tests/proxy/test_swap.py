@@ -190,10 +190,10 @@ async def test_git_fetch_basic_placeholder(
 
 
 async def test_http2_clients(sandbox: Sandbox, github: EchoUpstream) -> None:
-    """curl --http2 negotiates h2 with the proxy; httpx(http2=True) works too.
+    """curl --http2 and httpx(http2=True) both speak HTTP/2 to the proxy.
 
-    httpx offers ALPN ["http/1.1", "h2"] in that order and mitmproxy honours the
-    client's preference, so httpx ends up on HTTP/1.1 while curl gets HTTP/2.
+    httpx offers ALPN ["http/1.1", "h2"] in that order; the proxy still picks h2
+    (and translates to the HTTP/1.1 upstream).
     """
     ph, real = placeholder(), token()
     await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
@@ -212,7 +212,11 @@ async def test_http2_clients(sandbox: Sandbox, github: EchoUpstream) -> None:
         resp = await client.get(
             "https://api.github.com/user", headers={"authorization": f"token {ph}"}
         )
-    assert resp.status_code == 200
+        again = await client.get(
+            "https://api.github.com/user2", headers={"authorization": f"Bearer {ph}"}
+        )
+    assert resp.status_code == 200 and again.status_code == 200
+    assert resp.http_version == "HTTP/2"
     assert github.last().one("authorization") == f"Bearer {real}"
     assert real not in resp.text
 
