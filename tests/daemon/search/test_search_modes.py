@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airlock.daemon.search.engine import SearchEngine
 from airlock.daemon.workspace import Workspace
-from tests.daemon.search.support import Call, forced, write
+from tests.daemon.search.support import Call, forced, make_workspace, write
 
 TREE = {
     "src/app.py": "import os\n\ndef main():\n    return os.getcwd()  # TODO tidy\n\nmain()\n",
@@ -149,3 +151,42 @@ async def test_both_engines_give_identical_answers(
     assert answers[0][
         {"files_with_matches": "files", "content": "matches", "count": "counts"}[answers[0]["mode"]]
     ]
+
+
+@pytest.mark.parametrize("mode", ["files_with_matches", "content", "count"])
+async def test_grep_without_null_attributes_lines_to_the_right_files(
+    ws: Path, tmp_path: Path, mode: str
+) -> None:
+    """A grep without --null prints "name:12:text"; names that look like such prefixes
+    ("a", "a-1", "b:2") must still be told apart, by the known names in argument order."""
+    grep = shutil.which("grep")
+    assert grep is not None
+    write(ws, {"a": "x\nhit\n", "a-1": "hit\n", "b:2": "hit hit\nhit\n", "c-3-": "no\n"})
+    answers = []
+    for null in (True, False):
+        workspace = make_workspace(ws, tmp_path / f"null-{null}")
+        engine = SearchEngine("grep", grep, "test", "path", pcre=False, null=null)
+        workspace.ctx.engines["search"] = engine.health()
+        out = await workspace.call(
+            "file_search", {"pattern": "hit", "output_mode": mode, "context": 1}
+        )
+        answers.append(out.model_dump())
+    assert answers[0] == answers[1]
+    rows = answers[0][
+        {"files_with_matches": "files", "content": "matches", "count": "counts"}[mode]
+    ]
+    if mode == "content":
+        assert [(m["path"], m["line"], m["context_before"]) for m in rows] == [
+            ("a", 2, ["x"]),
+            ("a-1", 1, []),
+            ("b:2", 1, []),
+            ("b:2", 2, []),
+        ]
+    elif mode == "count":
+        assert rows == [
+            {"path": "a", "count": 1},
+            {"path": "a-1", "count": 1},
+            {"path": "b:2", "count": 2},
+        ]
+    else:
+        assert rows == ["a", "a-1", "b:2"]
