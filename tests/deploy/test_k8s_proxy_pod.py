@@ -11,6 +11,7 @@ container installs the provisioned CA, the real airlock-proxy starts with it
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -52,9 +53,9 @@ class Pod:
         return next(c for c in self.spec[key] if c["name"] == name)
 
     def map(self, text: str) -> str:
-        for pod_path, local in sorted(self.paths.items(), key=lambda kv: -len(kv[0])):
-            text = text.replace(pod_path, local)
-        return text
+        """Rewrite every pod path in ``text`` to its local directory, exactly once."""
+        pattern = "|".join(re.escape(p) for p in sorted(self.paths, key=len, reverse=True))
+        return re.sub(rf"(?<![\w/.-])({pattern})(?=/|\b|$)", lambda m: self.paths[m[1]], text)
 
     def as_pod_user(self, argv: list[str], **kw: Any) -> list[str]:
         return ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *argv]
