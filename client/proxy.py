@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiohttp
 from pydantic import BaseModel, ValidationError
@@ -58,6 +59,11 @@ def _build(model: type[M], **fields: Any) -> M:
         return model.model_validate(fields)
     except ValidationError as exc:
         raise _invalid(exc) from None
+
+
+def _seg(value: str) -> str:
+    """One URL path segment: an id can never reach another route."""
+    return quote(value, safe="")
 
 
 def _endpoint(control: str) -> tuple[str | None, str]:
@@ -147,7 +153,7 @@ class ProxyClient:
         return SessionInfo.model_validate(data)
 
     async def delete_session(self, session_id: str) -> None:
-        await self._request("DELETE", f"/v1/sessions/{session_id}")
+        await self._request("DELETE", f"/v1/sessions/{_seg(session_id)}")
 
     async def put_lease(
         self,
@@ -159,15 +165,17 @@ class ProxyClient:
         parsed = [r if isinstance(r, LeaseRule) else _build(LeaseRule, **r) for r in rules]
         body = _build(LeasePut, ttl_s=ttl_s, rules=parsed)
         data = await self._request(
-            "PUT", f"/v1/sessions/{session_id}/leases/{lease_id}", body.model_dump(mode="json")
+            "PUT",
+            f"/v1/sessions/{_seg(session_id)}/leases/{_seg(lease_id)}",
+            body.model_dump(mode="json"),
         )
         return LeaseInfo.model_validate(data)
 
     async def delete_lease(self, session_id: str, lease_id: str) -> None:
-        await self._request("DELETE", f"/v1/sessions/{session_id}/leases/{lease_id}")
+        await self._request("DELETE", f"/v1/sessions/{_seg(session_id)}/leases/{_seg(lease_id)}")
 
     async def list_leases(self, session_id: str) -> list[LeaseInfo]:
-        data = await self._request("GET", f"/v1/sessions/{session_id}/leases")
+        data = await self._request("GET", f"/v1/sessions/{_seg(session_id)}/leases")
         return LeaseList.model_validate(data).leases
 
     @contextlib.asynccontextmanager
