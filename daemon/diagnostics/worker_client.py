@@ -112,6 +112,7 @@ class WorkerClient:
         # A Workspace that is simply dropped (tests, embedders) never calls aclose;
         # the finaliser kills its worker so workers cannot pile up in one process.
         self._live: set[int] = set()
+        self._dying: set[_Channel] = set()  # killed, not yet reaped: aclose waits for them
         weakref.finalize(self, _kill_all, self._live)
 
     @property
@@ -174,16 +175,21 @@ class WorkerClient:
 
     def _discard(self, channel: _Channel) -> None:
         channel.kill()
+        self._dying.add(channel)
+        channel.reader.add_done_callback(lambda _: self._dying.discard(channel))
         if self._channel is channel:
             self._channel = None
 
     async def aclose(self) -> None:
-        """Stop the worker and wait for it, so tests and shutdown leave nothing behind."""
-        channel, self._channel = self._channel, None
-        if channel is None:
+        """Stop the worker(s) and wait for them, so tests and shutdown leave nothing behind."""
+        channels = [*self._dying, *([self._channel] if self._channel is not None else [])]
+        self._channel = None
+        self._dying.clear()
+        for channel in channels:
+            channel.kill()
+        if self._loop is not asyncio.get_running_loop():
             return
-        channel.kill()
-        if self._loop is asyncio.get_running_loop():
+        for channel in channels:
             with contextlib.suppress(Exception):
                 await channel.proc.wait()
             with contextlib.suppress(BaseException):
