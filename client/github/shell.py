@@ -86,9 +86,9 @@ def default_placeholder() -> str:
 class GitHubShell:
     """The GitHub shell tool for one sandbox session.
 
-    One instance per session: commands of a session run one at a time (a lease
-    belongs to the session, so two concurrent commands would share placeholders'
-    exposure windows and interleave git state).
+    Commands of a session run one at a time (a lease belongs to the session, so
+    concurrent commands would widen each other's exposure windows and interleave
+    git state): use one instance per session, or pass a shared ``lock``.
     """
 
     name = TOOL_NAME
@@ -114,6 +114,7 @@ class GitHubShell:
         config_dir_base: str = "/tmp",  # noqa: S108 (sandbox path; mkdir fails if it exists)
         extra_env: Mapping[str, str] | None = None,
         lease_grace_s: int = 30,
+        lock: asyncio.Lock | None = None,
     ) -> None:
         self.org = org
         self.provider = provider
@@ -131,7 +132,8 @@ class GitHubShell:
         self.config_dir_base = config_dir_base
         self.extra_env = dict(extra_env or {})
         self.lease_grace_s = lease_grace_s
-        self._lock = asyncio.Lock()
+        # Pass the same lock to several instances that share one session.
+        self._lock = lock or asyncio.Lock()
 
     # ------------------------------------------------------------------ schema
 
