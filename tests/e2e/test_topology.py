@@ -438,6 +438,22 @@ def _assert_no_token(tokens: list[str], texts: list[str] | set[str], where: str)
                 assert form not in text, f"a real token form leaked into {where}"
 
 
+async def _rest(w: World, path: str) -> dict[str, Any]:
+    """GET from the local GitHub's REST API as the orchestrator (root namespace) would."""
+    token = w.github.issue_token([REPO])
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(
+            w.github.public_api_url + path,
+            headers={"Authorization": f"Bearer {token}"},
+            ssl=w.github.ca.client_context(),
+        ) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+        data: dict[str, Any] = await resp.json()
+        return data
+
+
 def _files_under(*roots: Path) -> list[str]:
     texts = []
     for root in roots:
@@ -491,10 +507,11 @@ async def test_full_agent_turn_through_the_isolated_topology(world: World) -> No
     # --- the results exist at the local GitHub ---------------------------------
     feature_head = await w.github.head_sha(REPO, "feature")
     assert feature_head is not None
-    pulls = w.github._repos[REPO].pulls
-    assert len(pulls) == 1
-    pull = next(iter(pulls.values()))
-    assert (pull.title, pull.head, pull.base) == ("Add the shiny feature", "feature", "main")
+    assert w.github.pull_numbers(REPO) == [1]
+    pull = await _rest(w, f"/repos/{REPO}/pulls/1")
+    assert pull["title"] == "Add the shiny feature"
+    assert (pull["head"]["ref"], pull["base"]["ref"]) == ("feature", "main")
+    assert pull["head"]["sha"] == feature_head
     assert len(w.github.verified_commits) == 1
     signed = next(iter(w.github.verified_commits))
     log = await w.github.git(REPO, "log", "--format=%H %s", "feature")
@@ -607,7 +624,7 @@ async def _agent_turn(w: World) -> None:
         )
         with pytest.raises((ProxyError, aiohttp.ClientError, OSError)):
             await shell_a.run(pr_command)
-        assert w.github._repos[REPO].pulls == {}
+        assert w.github.pull_numbers(REPO) == []
 
         shell_b = w.shell(1, pb)
         pr = await shell_b.run(pr_command)
