@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 
 from airlock.proxy.store.base import (
     LeaseRecord,
@@ -124,37 +124,48 @@ class RedisStore(Store):
         return existed, sorted(removed)
 
     async def put_lease(self, record: LeaseRecord) -> bool:
+        """Check-and-set under WATCH: two replicas cannot both bind a placeholder."""
         phs = sorted(record.placeholders)
-        owners = await self._call(lambda: self._redis.mget([self._ph(p) for p in phs]))
-        at = now()
-        for ph, raw in zip(phs, owners, strict=True):
-            if raw is None:
-                continue
-            entry = PlaceholderEntry.from_json(raw)
-            if entry.live(at) and (entry.session_id, entry.lease_id) != (
-                record.session_id,
-                record.lease_id,
-            ):
-                raise PlaceholderInUse(ph)
-        old = await self._lease(record.session_id, record.lease_id)
+        ph_keys = [self._ph(p) for p in phs]
+        lease_key = self._l(record.session_id, record.lease_id)
         session = await self.get_session(record.session_id)
         session_px = _px(session.expires_at) if session is not None else _px(record.expires_at)
 
-        async def op() -> None:
-            pipe = self._redis.pipeline(transaction=True)
-            if old is not None:
-                for ph in old.placeholders - record.placeholders:
-                    pipe.delete(self._ph(ph))
-            px = _px(record.expires_at)
-            pipe.set(self._l(record.session_id, record.lease_id), record.to_json(), px=px)
-            for ph in phs:
-                pipe.set(self._ph(ph), record.entry_for(ph).to_json(), px=px)
-            pipe.sadd(self._sl(record.session_id), record.lease_id)
-            pipe.pexpire(self._sl(record.session_id), max(session_px, px))
-            await pipe.execute()
+        async def op() -> bool:
+            for _ in range(16):
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    try:
+                        await pipe.watch(lease_key, *ph_keys)
+                        owners = await pipe.mget(ph_keys)
+                        raw_old = await pipe.get(lease_key)
+                        at = now()
+                        for ph, raw in zip(phs, owners, strict=True):
+                            if raw is None:
+                                continue
+                            entry = PlaceholderEntry.from_json(raw)
+                            if entry.live(at) and (entry.session_id, entry.lease_id) != (
+                                record.session_id,
+                                record.lease_id,
+                            ):
+                                raise PlaceholderInUse(ph)
+                        old = LeaseRecord.from_json(raw_old) if raw_old is not None else None
+                        pipe.multi()
+                        if old is not None:
+                            for ph in old.placeholders - record.placeholders:
+                                pipe.delete(self._ph(ph))
+                        px = _px(record.expires_at)
+                        pipe.set(lease_key, record.to_json(), px=px)
+                        for ph in phs:
+                            pipe.set(self._ph(ph), record.entry_for(ph).to_json(), px=px)
+                        pipe.sadd(self._sl(record.session_id), record.lease_id)
+                        pipe.pexpire(self._sl(record.session_id), max(session_px, px))
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return old is not None and old.live(at)
+            raise StoreUnavailable("redis: lease update kept conflicting")
 
-        await self._call(op)
-        return old is not None and old.live(at)
+        return await self._call(op)
 
     async def delete_lease(self, session_id: str, lease_id: str) -> bool:
         lease = await self._lease(session_id, lease_id)

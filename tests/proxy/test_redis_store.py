@@ -11,7 +11,14 @@ import pytest
 
 from airlock.client.proxy import ProxyError
 from airlock.proxy.protocol import LeaseRule
-from airlock.proxy.store.base import LeaseRecord, SessionRecord, StoreUnavailable, hash_secret, now
+from airlock.proxy.store.base import (
+    LeaseRecord,
+    PlaceholderInUse,
+    SessionRecord,
+    StoreUnavailable,
+    hash_secret,
+    now,
+)
 from airlock.proxy.store.redis import RedisStore
 from tests.fakes.proxy_harness import running_proxy
 from tests.fakes.redis_server import RedisServer, redis_server_sync
@@ -154,3 +161,25 @@ async def test_unreachable_redis_raises_store_unavailable() -> None:
             await store.ping()
     finally:
         await store.close()
+
+
+async def test_concurrent_replicas_cannot_both_bind_a_placeholder(redis: RedisServer) -> None:
+    stores = [RedisStore(redis.url, prefix="c:") for _ in range(2)]
+    try:
+        for i, store in enumerate(stores):
+            await store.create_session(SessionRecord(f"s{i}", hash_secret("x"), (), now() + 60))
+        rule = LeaseRule.model_validate(api_rule("airlock-gh-contested", "tok"))
+        for round_ in range(20):
+            contested = rule.model_copy(update={"placeholder": f"airlock-gh-contested-{round_}"})
+            results = await asyncio.gather(
+                *(
+                    store.put_lease(LeaseRecord(f"s{i}", "l", (contested,), now() + 60))
+                    for i, store in enumerate(stores)
+                ),
+                return_exceptions=True,
+            )
+            conflicts = [r for r in results if isinstance(r, PlaceholderInUse)]
+            assert len(conflicts) == 1, results
+    finally:
+        for store in stores:
+            await store.close()
