@@ -514,6 +514,8 @@ async def test_full_agent_turn_through_the_isolated_topology(world: World) -> No
     assert pull["head"]["sha"] == feature_head
     assert len(w.github.verified_commits) == 1
     signed = next(iter(w.github.verified_commits))
+    commit = await _rest(w, f"/repos/{REPO}/commits/{signed}")
+    assert commit["commit"]["verification"]["verified"] is True
     log = await w.github.git(REPO, "log", "--format=%H %s", "feature")
     assert f"{signed} Add the shiny feature" in log
     assert log.split("\n")[0].startswith(feature_head), "the pushed commit is the branch head"
