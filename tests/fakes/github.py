@@ -42,6 +42,11 @@ as GitHub does; an expired or unknown token gets 401 "Bad credentials".
   ``repository { pullRequest(number) {...} }`` (what ``gh pr view`` asks),
   ``createPullRequest`` and the repository-info query ``gh pr create`` sends.
 
+``FakeGitHub(..., enterprise_host="ghe.example.test")`` adds a third listener that
+serves that host like GitHub Enterprise Server: the API under ``/api/v3`` and
+``/api/graphql`` and git smart HTTP at ``/{o}/{r}.git`` on the same host
+(``resolve`` then has a third entry).
+
 Git listener (``github.com``): ``/{o}/{r}(.git)/info/refs``, ``git-upload-pack``,
 ``git-receive-pack`` through real ``git http-backend`` on bare repositories under
 :attr:`FakeGitHub.repos_dir`; only ``Basic x-access-token:<live token for that repo>``
@@ -176,12 +181,15 @@ class FakeGitHub:
         app_id: int = 4242,
         app_permissions: Mapping[str, str] | None = None,
         bot_login: str = "airlock-app[bot]",
+        enterprise_host: str | None = None,
     ) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.ca = ca or TestCA(directory / "ca")
         self.ca_path = self.ca.ca_path
-        self.leaf = self.ca.issue("api.github.com", "github.com", "127.0.0.1", "localhost")
+        self.enterprise_host = enterprise_host
+        names = ["api.github.com", "github.com", "127.0.0.1", "localhost"]
+        self.leaf = self.ca.issue(*names, *([enterprise_host] if enterprise_host else []))
         self.repos_dir = directory / "repos"
         self.repos_dir.mkdir(exist_ok=True)
         self.org = org
@@ -217,6 +225,7 @@ class FakeGitHub:
         self._stopping = asyncio.Event()
         self.api_port = 0
         self.git_port = 0
+        self.ghe_port = 0
         self._repo_locks: dict[str, asyncio.Lock] = {}
         self._home = Path(tempfile.mkdtemp(prefix="fakegh-home-", dir=directory))
 
@@ -246,7 +255,21 @@ class FakeGitHub:
         git.router.add_route(
             "*", r"/{owner}/{name}/{rest:(info/refs|git-upload-pack|git-receive-pack)}", self._git
         )
-        for app, attr in ((api, "api_port"), (git, "git_port")):
+        listeners = [(api, "api_port"), (git, "git_port")]
+        if self.enterprise_host:
+            # GitHub Enterprise Server: one host, API under /api/v3 and /api/graphql.
+            ghe = web.Application(middlewares=[self._middleware("ghe")], client_max_size=256 << 20)
+            ghe_v3 = web.Application()
+            self._api_routes(ghe_v3)
+            ghe.add_subapp("/api/v3", ghe_v3)
+            ghe.router.add_post("/api/graphql", self._graphql)
+            ghe.router.add_route(
+                "*",
+                r"/{owner}/{name}/{rest:(info/refs|git-upload-pack|git-receive-pack)}",
+                self._git,
+            )
+            listeners.append((ghe, "ghe_port"))
+        for app, attr in listeners:
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
@@ -271,10 +294,13 @@ class FakeGitHub:
     @property
     def resolve(self) -> list[str]:
         """``--resolve`` values for the proxy: the real host names to our listeners."""
-        return [
+        entries = [
             f"api.github.com:443:127.0.0.1:{self.api_port}",
             f"github.com:443:127.0.0.1:{self.git_port}",
         ]
+        if self.enterprise_host:
+            entries.append(f"{self.enterprise_host}:443:127.0.0.1:{self.ghe_port}")
+        return entries
 
     # ----------------------------------------------------------------- set-up helpers
 
