@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import gzip
 import http.client
 import json
@@ -101,8 +102,6 @@ def refusals(proxy: ProxyProcess, reason: str, sid: str) -> list[dict[str, objec
 
 
 async def wait_for_audit(proxy: ProxyProcess, pred: object, tries: int = 50) -> bool:
-    import asyncio
-
     for _ in range(tries):
         if any(pred(e) for e in proxy.audit_events()):  # type: ignore[operator]
             return True
@@ -143,8 +142,6 @@ async def test_bearer_placeholder_python_http_client(
         data = resp.read()
         conn.close()
         return resp.status, data
-
-    import asyncio
 
     status, data = await asyncio.to_thread(call)
     assert status == 200
@@ -368,15 +365,15 @@ async def test_no_swap_after_delete(sandbox: Sandbox, github: EchoUpstream) -> N
 
 
 async def test_no_swap_after_ttl_expiry(sandbox: Sandbox, github: EchoUpstream) -> None:
-    import asyncio
 
     ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "short", [api_rule(ph, real)], ttl_s=1)
+    info = await sandbox.client.put_lease(sandbox.sid, "short", [api_rule(ph, real)], ttl_s=3)
     status, _, _ = await curl(
         sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
     )
     assert github.last().one("authorization") == f"Bearer {real}"
-    await asyncio.sleep(1.2)
+    left = (info.expires_at - dt.datetime.now(dt.UTC)).total_seconds()
+    await asyncio.sleep(max(0.0, left) + 0.2)
     status, _, _ = await curl(
         sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
     )
@@ -463,8 +460,6 @@ async def test_port_other_than_443_never_swaps(sandbox: Sandbox, github: EchoUps
 async def test_duplicated_authorization_header_is_not_swapped(
     sandbox: Sandbox, github: EchoUpstream
 ) -> None:
-    import asyncio
-
     ph, real = placeholder(), token()
     await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
 
