@@ -133,7 +133,7 @@ class ProxyProcess:
             argv += ["--upstream-ca", str(self.upstream_ca)]
         return argv + list(self.extra_args)
 
-    def start(self, timeout_s: float = 20.0) -> ProxyProcess:
+    def start(self, timeout_s: float = 30.0) -> ProxyProcess:
         self.port = self.port or free_port()
         if self.control_tcp:
             self.control_port = self.control_port or free_port()

@@ -35,6 +35,7 @@ def proxy(
         resolve=[
             *github_resolve(github, other, plain),
             f"vercel.com:443:127.0.0.1:{untrusted.port}",
+            f"operator-allowed.test:443:127.0.0.1:{other.port}",
         ],
         upstream_ca=upstream_ca.ca_path,
         control_tcp=True,
@@ -202,9 +203,9 @@ async def test_deleted_or_expired_session_gets_407(proxy: ProxyProcess) -> None:
 async def test_operator_allow_applies_to_every_session(proxy: ProxyProcess) -> None:
     async with proxy.client() as client:
         info = await client.create_session(allow=[], ttl_s=60)
-    # operator-allowed.test is allowed by --allow but does not resolve: 502, not 403.
+    # operator-allowed.test is allowed by --allow only; the session allows nothing.
     status = await curl_connect_status(proxy.client_env(info), "https://operator-allowed.test/")
-    assert status == 502
+    assert status == 200
     assert await curl_connect_status(proxy.client_env(info), "https://api.github.com/") == 403
 
 
