@@ -95,10 +95,10 @@ async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutpu
         ctx.root_locks.hold([root.root]),
         editing(ctx, touched, diagnostics=req.diagnostics) as tracker,
     ):
-        changes = await asyncio.to_thread(_plan_changes, ctx, resolved_ops)
-        writes = [w for change in changes for w in change.writes]
-        await tracker.before_write()
         try:
+            changes = await asyncio.to_thread(_plan_changes, ctx, resolved_ops)
+            writes = [w for change in changes for w in change.writes]
+            await tracker.before_write()
             await _finish_even_if_cancelled(
                 asyncio.to_thread(
                     commit,
@@ -109,7 +109,12 @@ async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutpu
                 )
             )
         except CommitFailed as exc:
+            tracker.cancel()
             raise failure_error(exc) from exc
+        except BaseException:
+            # Nothing (or nothing lasting) was written: the baseline is useless.
+            tracker.cancel()
+            raise
         found, skipped = await tracker.finish()
     return ApplyPatchOutput(
         files=[
