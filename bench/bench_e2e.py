@@ -13,6 +13,9 @@ process:
   (c) 2 replicas, Redis store          (control calls on one replica, traffic on
                                         the other: every cycle crosses the store)
 
+Each scenario runs in several short rounds, alternating with the others, and
+reports the median rate (the machine is shared, so its load drifts).
+
 Memory: RSS and PSS of an idle airlockd right after start and after 200 tool
 calls, against a bare Python interpreter measured the same way.
 
@@ -27,6 +30,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +38,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -210,38 +215,76 @@ async def _cycles(
     return len(latencies), latencies, errors, elapsed, phases
 
 
-def _scenario(
-    name: str, work: Path, up_port: int, up_ca: Path, store: str, count: int, seconds: float
-) -> Result:
+def _start_replica(work: Path, up_port: int, up_ca: Path, store: str, ca_from: Any) -> Any:
     from tests.fakes.proxy_harness import ProxyProcess
 
-    procs: list[ProxyProcess] = []
-    try:
-        for i in range(count):
-            proc = ProxyProcess(
-                Path(tempfile.mkdtemp(prefix=f"r{i}-", dir=work)),
-                resolve=[f"api.github.com:443:127.0.0.1:{up_port}"],
-                upstream_ca=up_ca,
-                store=store,
-            )
-            if procs:  # one CA for all replicas, as in deploy/
-                proc.state_dir.mkdir(mode=0o700)
-                for f in ("ca.pem", "ca.key"):
-                    shutil.copy(procs[0].state_dir / f, proc.state_dir / f)
-            procs.append(proc.start())
-        replicas = [(p.control, p.port, p.ca_path) for p in procs]
-        n, lat, errors, elapsed, phases = asyncio.run(_cycles(replicas, seconds, cross=count > 1))
-    finally:
-        for p in procs:
-            p.stop()
-    return Result(
-        name,
-        n / elapsed,
-        percentile(lat, 50) * 1000,
-        percentile(lat, 99) * 1000,
-        errors,
-        {k: percentile(v, 50) * 1000 for k, v in phases.items()},
+    proc = ProxyProcess(
+        Path(tempfile.mkdtemp(prefix="r-", dir=work)),
+        resolve=[f"api.github.com:443:127.0.0.1:{up_port}"],
+        upstream_ca=up_ca,
+        store=store,
     )
+    if ca_from is not None:  # one CA for all replicas, as in deploy/
+        proc.state_dir.mkdir(mode=0o700)
+        for f in ("ca.pem", "ca.key"):
+            shutil.copy(ca_from.state_dir / f, proc.state_dir / f)
+    return proc.start()
+
+
+def _scenarios(
+    work: Path, up_port: int, up_ca: Path, seconds: float, rounds: int, notes: list[str]
+) -> list[Result]:
+    """All replicas stay up; scenarios alternate round by round, so a change in the
+    machine's background load hits every scenario alike. Rates are medians over
+    rounds, latencies pooled."""
+    with contextlib.ExitStack() as stack:
+        procs: dict[str, list[Any]] = {}
+        mem = _start_replica(work, up_port, up_ca, "memory", None)
+        stack.callback(mem.stop)
+        procs["(a) 1 replica, memory"] = [mem]
+        if shutil.which("redis-server"):
+            from tests.fakes.redis_server import redis_server_sync
+
+            redis = stack.enter_context(redis_server_sync())
+            r1 = _start_replica(work, up_port, up_ca, redis.url, None)
+            stack.callback(r1.stop)
+            r2 = _start_replica(work, up_port, up_ca, redis.url, r1)
+            stack.callback(r2.stop)
+            procs["(b) 1 replica, redis"] = [r1]
+            procs["(c) 2 replicas, redis"] = [r1, r2]
+        else:
+            notes.append("(b), (c) skipped: redis-server is not installed")
+        rates: dict[str, list[float]] = {name: [] for name in procs}
+        lats: dict[str, list[float]] = {name: [] for name in procs}
+        errs: dict[str, int] = dict.fromkeys(procs, 0)
+        phase_samples: dict[str, dict[str, list[float]]] = {
+            name: {p: [] for p in PHASES} for name in procs
+        }
+        for _ in range(rounds):
+            for name, replicas in procs.items():
+                n, lat, errors, elapsed, phases = asyncio.run(
+                    _cycles(
+                        [(p.control, p.port, p.ca_path) for p in replicas],
+                        seconds,
+                        cross=len(replicas) > 1,
+                    )
+                )
+                rates[name].append(n / elapsed)
+                lats[name] += lat
+                errs[name] += errors
+                for phase, values in phases.items():
+                    phase_samples[name][phase] += values
+    return [
+        Result(
+            name,
+            statistics.median(rates[name]),
+            percentile(lats[name], 50) * 1000,
+            percentile(lats[name], 99) * 1000,
+            errs[name],
+            {k: percentile(v, 50) * 1000 for k, v in phase_samples[name].items()},
+        )
+        for name in procs
+    ]
 
 
 # --- idle memory ----------------------------------------------------------------------
@@ -296,25 +339,12 @@ async def _daemon_memory(work: Path) -> list[list[object]]:
 # --- main -----------------------------------------------------------------------------
 
 
-def run(seconds: float) -> None:
+def run(seconds: float, rounds: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="al-be-"))
-    results: list[Result] = []
     notes: list[str] = []
     try:
         with _upstream(work) as (up_port, up_ca):
-            results.append(
-                _scenario("(a) 1 replica, memory", work, up_port, up_ca, "memory", 1, seconds)
-            )
-            if shutil.which("redis-server"):
-                from tests.fakes.redis_server import redis_server_sync
-
-                with redis_server_sync() as redis:
-                    for name, count in (("(b) 1 replica, redis", 1), ("(c) 2 replicas, redis", 2)):
-                        results.append(
-                            _scenario(name, work, up_port, up_ca, redis.url, count, seconds)
-                        )
-            else:
-                notes.append("(b), (c) skipped: redis-server is not installed")
+            results = _scenarios(work, up_port, up_ca, seconds, rounds, notes)
         memory = asyncio.run(_daemon_memory(work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -329,7 +359,8 @@ def run(seconds: float) -> None:
     ]  # fmt: skip
     print(
         f"Session cycle (create session + 1 lease + 1 swapped HTTPS request + delete), "
-        f"{WORKERS} concurrent workers, {seconds:.0f}s per scenario, {os.cpu_count()} CPUs"
+        f"{WORKERS} concurrent workers, {rounds} alternating rounds of {seconds:.0f}s per "
+        f"scenario (median rate), {os.cpu_count()} CPUs"
     )
     print(table(["scenario", "sessions/s", "p50 ms", "p99 ms", "errors", "vs (b)"], rows))
     print()
@@ -347,7 +378,8 @@ def run(seconds: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench_e2e")
-    parser.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 5)))
+    parser.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 3)))
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--upstream", nargs=3, metavar=("CERT", "KEY", "PORT"), help=argparse.SUPPRESS
     )
@@ -355,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.upstream:
         _serve_upstream(args.upstream[0], args.upstream[1], int(args.upstream[2]))
         return
-    run(args.seconds)
+    run(args.seconds, args.rounds)
 
 
 if __name__ == "__main__":
