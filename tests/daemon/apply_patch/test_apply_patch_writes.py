@@ -1,0 +1,235 @@
+"""The write half: stale checks, rollback on a failed write, journal replay, serialisation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import airlock.daemon.apply_patch as engine
+from airlock.daemon.apply_patch.committer import commit, roll_back
+from airlock.daemon.apply_patch.journal import MANIFEST, Journal, journal_root
+from airlock.daemon.errors import AirlockError, StaleWrite
+from airlock.daemon.fsio import TEMP_MARKER, PlannedWrite, apply_one
+from airlock.daemon.workspace import Workspace
+from tests.daemon.apply_patch.conftest import Apply
+from tests.daemon.apply_patch.helpers import patch, snapshot, temp_files
+
+
+def _journals(workspace: Workspace) -> list[Path]:
+    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
+    return sorted(root.iterdir()) if root.exists() else []
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past ``limit`` bytes fail with EFBIG (works as root, unlike a read-only dir)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+async def test_third_of_four_writes_fails_and_first_two_are_restored(
+    apply: Apply, ws: Path, workspace: Workspace
+) -> None:
+    for name in "abcd":
+        (ws / name).mkdir()
+        (ws / name / "f.txt").write_text(f"{name} old\n")
+    (ws / "c" / "f.txt").write_text("c old\n" + "pad\n" * 30_000)  # 120 KB
+    before = snapshot(ws)
+    body: list[str] = []
+    for name in "abcd":
+        body += [f"*** Update File: {name}/f.txt", "@@", f"-{name} old", f"+{name} new"]
+        if name == "c":
+            body += ["@@", *(["+" + "g" * 99] * 1000)]  # ~100 KB more at EOF: past the limit
+    with file_size_limit(200_000), pytest.raises(AirlockError) as info:
+        await apply(patch(*body), diagnostics=False)
+    err = info.value
+    assert err.code == "internal"
+    assert "c/f.txt" in err.message
+    assert "rolled back: b/f.txt, a/f.txt" in err.message
+    assert err.details["rolled_back"] == ["b/f.txt", "a/f.txt"]
+    assert err.details["not_rolled_back"] == []
+    assert snapshot(ws) == before
+    assert temp_files(ws) == []
+    assert _journals(workspace) == []
+
+
+def test_roll_back_never_clobbers_a_file_changed_meanwhile(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("a0\n")
+    b.write_text("b0\n")
+    writes = [
+        PlannedWrite(a, before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(b, before=b"b0\n", after=b"b1\n", display="b.txt"),
+    ]
+    for w in writes:
+        apply_one(w)
+    b.write_text("someone else\n")
+    restored, unrestored = roll_back(writes, [])
+    assert restored == ["a.txt"] and unrestored == ["b.txt"]
+    assert a.read_text() == "a0\n" and b.read_text() == "someone else\n"
+
+
+def test_commit_refuses_stale_targets(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
+    a.write_text("a0\n")
+    b.write_text("changed\n")
+    c.write_text("appeared\n")
+    writes = [
+        PlannedWrite(a, before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(b, before=b"b0\n", after=b"b1\n", display="b.txt"),
+        PlannedWrite(c, before=None, after=b"c1\n", display="c.txt"),
+    ]
+    with pytest.raises(StaleWrite) as info:
+        commit(writes, journal_root=tmp_path / "j", allowed_roots=[tmp_path], recheck=lambda: None)
+    assert info.value.details["paths"] == ["b.txt", "c.txt (it now exists)"]
+    assert a.read_text() == "a0\n"
+    assert not (tmp_path / "j").exists()
+
+
+async def test_file_changed_after_planning_is_stale(
+    apply: Apply, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "a.txt").write_text("one\n")
+    (ws / "b.txt").write_text("two\n")
+    real_plan = engine._plan_changes
+
+    def plan_then_edit(*args: Any) -> Any:
+        planned = real_plan(*args)
+        (ws / "b.txt").write_text("edited by someone else\n")
+        return planned
+
+    monkeypatch.setattr(engine, "_plan_changes", plan_then_edit)
+    with pytest.raises(AirlockError) as info:
+        await apply(
+            patch("*** Update File: a.txt", "@@", "-one", "+1", "*** Update File: b.txt", "@@", "-two", "+2")
+        )
+    assert info.value.code == "stale_write"
+    assert "b.txt" in info.value.message
+    assert (ws / "a.txt").read_text() == "one\n"
+    assert (ws / "b.txt").read_text() == "edited by someone else\n"
+
+
+async def test_success_leaves_no_journal(apply: Apply, ws: Path, workspace: Workspace) -> None:
+    (ws / "a.txt").write_text("x\n")
+    await apply(patch("*** Update File: a.txt", "*** Move to: d/e/a.txt", "@@", "-x", "+y"))
+    assert _journals(workspace) == []
+    assert snapshot(ws) == {"d": None, "d/e": None, "d/e/a.txt": b"y\n"}
+
+
+# ---------------------------------------------------------------- journal replay
+
+
+async def test_recovery_rolls_a_half_applied_patch_back(ws: Path, workspace: Workspace) -> None:
+    (ws / "upd.txt").write_text("u0\n")
+    (ws / "del.txt").write_text("d0\n")
+    (ws / "untouched.txt").write_text("t0\n")
+    os.chmod(ws / "del.txt", 0o640)
+    writes = [
+        PlannedWrite(ws / "new/deep/add.txt", before=None, after=b"a1\n", display="new/deep/add.txt"),
+        PlannedWrite(ws / "upd.txt", before=b"u0\n", after=b"u1\n", display="upd.txt", mode=0o644),
+        PlannedWrite(ws / "del.txt", before=b"d0\n", after=None, display="del.txt", mode=0o640),
+        PlannedWrite(ws / "untouched.txt", before=b"t0\n", after=b"t1\n", display="untouched.txt"),
+    ]
+    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
+    Journal.begin(
+        root,
+        writes,
+        created_dirs=[str(ws / "new"), str(ws / "new/deep")],
+        allowed_roots=[ws],
+    )
+    for w in writes[:3]:  # "killed" before the fourth write, with a temp file lying around
+        apply_one(w)
+    (ws / f"{TEMP_MARKER}0123456789ab-untouched.txt").write_bytes(b"t1")
+    assert not (ws / "del.txt").exists()
+    await workspace.startup()
+    assert snapshot(ws) == {"upd.txt": b"u0\n", "del.txt": b"d0\n", "untouched.txt": b"t0\n"}
+    assert (ws / "del.txt").stat().st_mode & 0o777 == 0o640
+    assert _journals(workspace) == []
+
+
+async def test_recovery_leaves_files_changed_since_the_crash(
+    ws: Path, workspace: Workspace
+) -> None:
+    (ws / "a.txt").write_text("a0\n")
+    (ws / "b.txt").write_text("b0\n")
+    writes = [
+        PlannedWrite(ws / "a.txt", before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(ws / "b.txt", before=b"b0\n", after=b"b1\n", display="b.txt"),
+    ]
+    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
+    Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
+    for w in writes:
+        apply_one(w)
+    (ws / "a.txt").write_text("edited after the crash\n")
+    await workspace.startup()
+    assert (ws / "a.txt").read_text() == "edited after the crash\n"
+    assert (ws / "b.txt").read_text() == "b0\n"
+
+
+async def test_recovery_refuses_targets_outside_the_roots(
+    ws: Path, workspace: Workspace, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
+    directory = root / "forged"
+    directory.mkdir(parents=True)
+    (directory / "before-0").write_bytes(b"evil\n")
+    import hashlib
+    import json
+
+    (directory / MANIFEST).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "full": True,
+                "entries": [
+                    {
+                        "target": str(outside),
+                        "display": "x",
+                        "before": "before-0",
+                        "before_sha256": hashlib.sha256(b"evil\n").hexdigest(),
+                        "after_sha256": hashlib.sha256(b"mine\n").hexdigest(),
+                        "mode": 0o644,
+                    }
+                ],
+                "created_dirs": [],
+                "roots": [],
+            }
+        )
+    )
+    await workspace.startup()
+    assert outside.read_text() == "mine\n"
+    assert _journals(workspace) == []
+
+
+# ---------------------------------------------------------------- serialisation
+
+
+async def test_patches_on_one_root_are_serialised_and_reads_still_answer(
+    apply: Apply, ws: Path, workspace: Workspace
+) -> None:
+    (ws / "a.txt").write_text("one\ntwo\n")
+    async with workspace.ctx.root_locks.hold([workspace.ctx.roots.workspace]):
+        first = asyncio.create_task(apply(patch("*** Update File: a.txt", "@@", "-one", "+1")))
+        second = asyncio.create_task(apply(patch("*** Update File: a.txt", "@@", "-two", "+2")))
+        await asyncio.sleep(0.2)
+        assert not first.done() and not second.done()  # waiting for the root
+        read = await workspace.call("file_read", {"path": "a.txt"})
+        assert read.model_dump()["content"] == "one\ntwo\n"
+    await asyncio.gather(first, second)
+    assert (ws / "a.txt").read_text() == "1\n2\n"
