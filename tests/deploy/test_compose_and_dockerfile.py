@@ -256,3 +256,100 @@ def test_locally_built_images_are_never_pulled() -> None:
     for name, svc in compose()["services"].items():
         if str(svc.get("image", "")).endswith(":local"):
             assert svc.get("build"), f"{name} uses a local image without build:"
+
+
+# A strict, offline subset of the Compose Specification: every key this file may
+# use. A typo (`healtcheck:`) would otherwise be ignored by a YAML parse and only
+# surface at `docker compose up` on a machine with an engine.
+TOP_LEVEL = {"name", "services", "networks", "volumes", "secrets", "configs"}
+SERVICE_KEYS = {
+    "build", "image", "command", "entrypoint", "environment", "env_file", "volumes",
+    "networks", "network_mode", "depends_on", "healthcheck", "restart", "read_only",
+    "cap_add", "cap_drop", "security_opt", "tmpfs", "user", "group_add", "profiles",
+    "ports", "expose", "labels", "init", "working_dir", "stop_grace_period", "ulimits",
+    "pull_policy", "secrets", "extra_hosts", "dns", "hostname", "mem_limit", "cpus",
+}  # fmt: skip
+BUILD_KEYS = {"context", "target", "dockerfile", "args", "cache_from", "labels"}
+HEALTHCHECK_KEYS = {
+    "test",
+    "interval",
+    "timeout",
+    "retries",
+    "start_period",
+    "start_interval",
+    "disable",
+}
+SERVICE_NETWORK_KEYS = {"aliases", "ipv4_address", "ipv6_address", "priority"}
+NETWORK_KEYS = {
+    "internal",
+    "driver",
+    "driver_opts",
+    "ipam",
+    "name",
+    "external",
+    "labels",
+    "attachable",
+}
+DEPENDS_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
+RESTART = {"no", "always", "on-failure", "unless-stopped"}
+
+
+def compose_errors(doc: dict[str, Any]) -> list[str]:
+    errors: list[str] = []
+
+    def unknown(where: str, data: dict[str, Any], allowed: set[str]) -> None:
+        for key in data:
+            if key not in allowed and not str(key).startswith("x-"):
+                errors.append(f"{where}: unknown key {key!r}")
+
+    unknown("top level", doc, TOP_LEVEL)
+    services: dict[str, Any] = doc.get("services", {})
+    networks: dict[str, Any] = doc.get("networks") or {}
+    volumes: dict[str, Any] = doc.get("volumes") or {}
+    for name, net in networks.items():
+        unknown(f"networks.{name}", net or {}, NETWORK_KEYS)
+    for name, svc in services.items():
+        where = f"services.{name}"
+        unknown(where, svc, SERVICE_KEYS)
+        if "build" in svc:
+            unknown(f"{where}.build", svc["build"], BUILD_KEYS)
+        if "healthcheck" in svc:
+            unknown(f"{where}.healthcheck", svc["healthcheck"], HEALTHCHECK_KEYS)
+        if svc.get("restart", "no") not in RESTART:
+            errors.append(f"{where}.restart: {svc['restart']!r}")
+        if "network_mode" in svc and "networks" in svc:
+            errors.append(f"{where}: network_mode and networks are exclusive")
+        nets = svc.get("networks", [])
+        for net in nets:
+            if net not in networks:
+                errors.append(f"{where}.networks: undefined network {net!r}")
+            if isinstance(nets, dict):
+                unknown(f"{where}.networks.{net}", nets[net] or {}, SERVICE_NETWORK_KEYS)
+        for dep, cond in (svc.get("depends_on") or {}).items():
+            if dep not in services:
+                errors.append(f"{where}.depends_on: undefined service {dep!r}")
+            if cond.get("condition") not in DEPENDS_CONDITIONS:
+                errors.append(f"{where}.depends_on.{dep}: condition {cond.get('condition')!r}")
+        for entry in svc.get("volumes", []):
+            source = entry.split(":")[0]
+            if not source.startswith((".", "/")) and source not in volumes:
+                errors.append(f"{where}.volumes: undefined volume {source!r}")
+            if entry.count(":") == 2 and entry.rsplit(":", 1)[1] not in {"ro", "rw", "z", "Z"}:
+                errors.append(f"{where}.volumes: bad mode in {entry!r}")
+    return errors
+
+
+def test_compose_uses_only_known_keys_and_defined_references() -> None:
+    assert compose_errors(compose()) == []
+
+
+def test_the_compose_checker_catches_typos_and_dangling_references() -> None:
+    broken = compose()
+    broken["services"]["redis"]["healtcheck"] = broken["services"]["redis"].pop("healthcheck")
+    broken["services"]["sandbox"]["depends_on"]["ca-exprt"] = {"condition": "service_healthy"}
+    broken["services"]["sandbox"]["volumes"].append("workspce:/x")
+    broken["services"]["proxy-a"]["networks"]["sandbx"] = {}
+    broken["services"]["proxy-b"]["depends_on"]["proxy-a"]["condition"] = "healthy"
+    errors = compose_errors(broken)
+    for needle in ("'healtcheck'", "'ca-exprt'", "'workspce'", "'sandbx'", "'healthy'"):
+        assert any(needle in e for e in errors), needle
