@@ -171,7 +171,7 @@ class DiagnosticsService:
         self.edit_checks: list[CheckName] = list(edit_checks)
         """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
         self.worker = WorkerClient()
-        self.typescript = types.TypeScriptCheckers()
+        self.checkers = types.Checkers()
         self.generation = 0
         """Counts finished edits; remembered type results are valid within one generation."""
         self._memo: OrderedDict[Path, _Remembered] = OrderedDict()
@@ -197,7 +197,7 @@ class DiagnosticsService:
     async def aclose(self) -> None:
         """Stop the worker processes (daemon shutdown, end of a test)."""
         await self.worker.aclose()
-        await self.typescript.aclose()
+        await self.checkers.aclose()
 
     # ------------------------------------------------------------ collecting
 
@@ -326,7 +326,7 @@ class DiagnosticsService:
 
             async def body() -> None:
                 self.type_checker_runs += 1
-                found = await types.run_group(group, self.timeout_s, self.typescript)
+                found = await types.run_group(group, self.timeout_s, self.checkers)
                 result.findings.extend(found)
                 result.ran = True
                 if self.generation == generation:

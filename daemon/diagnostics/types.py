@@ -9,6 +9,7 @@ project root, one node per tsconfig).
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -22,13 +23,19 @@ from typing import Any
 from airlock.daemon.diagnostics.languages import language_of
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
 from airlock.daemon.diagnostics.procs import CheckUnavailable, run_bounded
+from airlock.daemon.diagnostics.pyright_lsp import (
+    NO_RULE,
+    LspUnavailable,
+    PyrightServers,
+    clean_message,
+)
 from airlock.daemon.diagnostics.worker_client import WorkerClient
 
 CHECK = "types"
 TYPESCRIPT_ENV = "AIRLOCK_TYPESCRIPT"
 """A typescript package folder (or a prefix holding node_modules/typescript) the sandbox pins."""
 
-PYRIGHT_NO_RULE = "basedpyright"
+PYRIGHT_NO_RULE = NO_RULE
 """The code of a basedpyright finding without a rule: mostly its own parse errors."""
 _PY_MARKERS = ("pyrightconfig.json", "pyproject.toml", "setup.cfg", "setup.py", ".git")
 _TS_CONFIGS = ("tsconfig.json", "jsconfig.json")
@@ -284,13 +291,35 @@ def plan_types(files: Mapping[Path, str]) -> TypePlan:
     return plan
 
 
-async def run_group(
-    group: TypeGroup, timeout_s: float, checkers: TypeScriptCheckers
-) -> list[Finding]:
+class Checkers:
+    """The long-lived type checkers a service owns: TypeScript workers, pyright servers."""
+
+    def __init__(self, *, pyright_server: bool = True) -> None:
+        self.typescript = TypeScriptCheckers()
+        self.pyright = PyrightServers()
+        self.pyright_server = pyright_server
+        """False: always the basedpyright CLI (one process per check)."""
+
+    async def aclose(self) -> None:
+        await self.typescript.aclose()
+        await self.pyright.aclose()
+
+
+async def run_group(group: TypeGroup, timeout_s: float, checkers: Checkers) -> list[Finding]:
     """Run one group's checker; raises CheckTimeout / CheckUnavailable / WorkerGone."""
     if group.tool == "basedpyright":
+        cli = basedpyright_argv()
+        if cli is None:
+            raise CheckUnavailable("basedpyright is not installed (pip install basedpyright)")
+        if checkers.pyright_server:
+            try:
+                return await checkers.pyright.check(
+                    cli, group.cwd, group.python, group.files, group.config is None, timeout_s
+                )
+            except LspUnavailable:
+                pass  # the CLI below gives the same answer, only slower
         return await _run_pyright(group, timeout_s)
-    return await run_typescript(group, timeout_s, checkers)
+    return await run_typescript(group, timeout_s, checkers.typescript)
 
 
 async def _run_pyright(group: TypeGroup, timeout_s: float) -> list[Finding]:
@@ -311,6 +340,7 @@ async def _run_pyright(group: TypeGroup, timeout_s: float) -> list[Finding]:
             "basedpyright failed: "
             + (done.stderr or done.stdout).decode("utf-8", "replace").strip()[:300]
         ) from None
+    lines_of = await asyncio.to_thread(_lines_of, list(group.files))
     out: list[Finding] = []
     for item in report.get("generalDiagnostics", []):
         real = Path(str(item.get("file", "")))
@@ -326,7 +356,8 @@ async def _run_pyright(group: TypeGroup, timeout_s: float) -> list[Finding]:
                 severity=_PY_SEVERITY.get(str(item.get("severity")), "info"),
                 check=CHECK,
                 code=str(item.get("rule") or PYRIGHT_NO_RULE),
-                message=str(item.get("message", "")),
+                message=clean_message(str(item.get("message", ""))),
+                anchor=_line(lines_of.get(real, []), int(start.get("line", 0))),
             )
         )
         if len(out) >= MAX_FINDINGS_PER_FILE * len(group.files):
@@ -357,6 +388,21 @@ class TypeScriptCheckers:
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
+
+
+def _lines_of(paths: list[Path]) -> dict[Path, list[str]]:
+    """Each file's lines, for the anchors of the CLI's findings (it does not quote them)."""
+    out: dict[Path, list[str]] = {}
+    for path in paths:
+        try:
+            out[path] = path.read_bytes().decode("utf-8", "replace").split("\n")
+        except OSError:
+            continue
+    return out
+
+
+def _line(lines: list[str], index: int) -> str:
+    return lines[index] if 0 <= index < len(lines) else ""
 
 
 async def run_typescript(

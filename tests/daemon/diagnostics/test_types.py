@@ -180,3 +180,41 @@ async def test_failed_edit_abandons_its_baseline(workspace: Workspace, ws_dir: P
     await asyncio.sleep(0.1)
     leftover = [t for t in asyncio.all_tasks() - before if not t.done()]
     assert [t for t in leftover if "collect" in repr(t.get_coro())] == []
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_language_server_sees_changes_made_behind_its_back(ws_dir: Path) -> None:
+    """A dependency rewritten by someone else (exec, an editor) is re-read."""
+    (ws_dir / "dep.py").write_text("def g() -> int:\n    return 1\n")
+    (ws_dir / "main.py").write_text("from dep import g\n\nX: int = g()\n")
+    svc = DiagnosticsService(ws_dir, timeout_s=60)
+    main = [ResolvedPath(ws_dir / "main.py", ws_dir, "main.py")]
+    try:
+        clean = await svc.run(main, ["types"])
+        assert clean.diagnostics == [] and clean.checks_run == ["types"]
+        (ws_dir / "dep.py").write_text('def g() -> str:\n    return "1"\n')
+        broken = await svc.run(main, ["types"])
+        assert [(d.line, d.code) for d in broken.diagnostics] == [(3, "reportAssignmentType")]
+    finally:
+        await svc.aclose()
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_cli_and_language_server_agree(ws_dir: Path) -> None:
+    """Baseline and result may come from either; their keys must be identical."""
+    (ws_dir / "t.py").write_text(
+        'from typing import TypedDict\n\n\nclass P(TypedDict):\n    n: int\n\n\nv: P = {"n": "x"}\n'
+        "w: list[int] = [1, None]\n"
+    )
+    target = [ResolvedPath(ws_dir / "t.py", ws_dir, "t.py")]
+    server = DiagnosticsService(ws_dir, timeout_s=60)
+    cli = DiagnosticsService(ws_dir, timeout_s=60)
+    cli.checkers.pyright_server = False
+    try:
+        via_server = await server.run(target, ["types"])
+        via_cli = await cli.run(target, ["types"])
+    finally:
+        await server.aclose()
+        await cli.aclose()
+    assert len(via_server.diagnostics) >= 2
+    assert via_server.diagnostics == via_cli.diagnostics
