@@ -115,7 +115,16 @@ async def test_file_changed_after_planning_is_stale(
     monkeypatch.setattr(engine, "_plan_changes", plan_then_edit)
     with pytest.raises(AirlockError) as info:
         await apply(
-            patch("*** Update File: a.txt", "@@", "-one", "+1", "*** Update File: b.txt", "@@", "-two", "+2")
+            patch(
+                "*** Update File: a.txt",
+                "@@",
+                "-one",
+                "+1",
+                "*** Update File: b.txt",
+                "@@",
+                "-two",
+                "+2",
+            )
         )
     assert info.value.code == "stale_write"
     assert "b.txt" in info.value.message
@@ -139,7 +148,9 @@ async def test_recovery_rolls_a_half_applied_patch_back(ws: Path, workspace: Wor
     (ws / "untouched.txt").write_text("t0\n")
     os.chmod(ws / "del.txt", 0o640)
     writes = [
-        PlannedWrite(ws / "new/deep/add.txt", before=None, after=b"a1\n", display="new/deep/add.txt"),
+        PlannedWrite(
+            ws / "new/deep/add.txt", before=None, after=b"a1\n", display="new/deep/add.txt"
+        ),
         PlannedWrite(ws / "upd.txt", before=b"u0\n", after=b"u1\n", display="upd.txt", mode=0o644),
         PlannedWrite(ws / "del.txt", before=b"d0\n", after=None, display="del.txt", mode=0o640),
         PlannedWrite(ws / "untouched.txt", before=b"t0\n", after=b"t1\n", display="untouched.txt"),
