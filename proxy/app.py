@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import certifi
@@ -98,11 +99,21 @@ async def _start_control(api: ControlAPI, config: ProxyConfig) -> web.AppRunner:
     return runner
 
 
+class _OnRunning:
+    """mitmproxy's ``running`` hook: the proxy servers are bound."""
+
+    def __init__(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self._callback = callback
+
+    async def running(self) -> None:
+        await self._callback()
+
+
 class ProxyServer:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
 
-    async def run(self) -> None:
+    async def run(self) -> int:
         config = self.config
         ca, confdir, trust = await asyncio.to_thread(_prepare_state, config)
         store = make_store(config.store_url)
@@ -145,29 +156,46 @@ class ProxyServer:
                 ]
             )
         )
-        runner = await _start_control(ControlAPI(ctx, ca.cert_pem), config)
+        api = ControlAPI(ctx, ca.cert_pem)
+        runners: list[web.AppRunner] = []
+        failures: list[str] = []
+
+        async def start_control() -> None:
+            """Called by mitmproxy once the proxy port is bound: health means ready."""
+            try:
+                runners.append(await _start_control(api, config))
+            except OSError as exc:
+                failures.append(f"control API: {exc}")
+                log.error("control API failed to start on %s: %s", config.control.describe(), exc)
+                master.shutdown()  # type: ignore[no-untyped-call]
+                return
+            log.info(
+                "airlock-proxy listening on %s:%d, control %s, store %s",
+                config.listen_host,
+                config.listen_port,
+                config.control.describe(),
+                store.kind,
+            )
+            audit.write("proxy_started", listen=f"{config.listen_host}:{config.listen_port}")
+
+        master.addons.add(_OnRunning(start_control))  # type: ignore[no-untyped-call]
         expiry_task = asyncio.create_task(ctx.expiry.run(), name="airlock-expiry")
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, master.shutdown)
-        log.info(
-            "airlock-proxy listening on %s:%d, control %s, store %s",
-            config.listen_host,
-            config.listen_port,
-            config.control.describe(),
-            store.kind,
-        )
-        audit.write("proxy_started", listen=f"{config.listen_host}:{config.listen_port}")
         try:
             await master.run()
         finally:
             expiry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await expiry_task
-            await runner.cleanup()
-            if config.control.kind == "unix" and config.control.path is not None:
+            for runner in runners:
+                await runner.cleanup()
+            if runners and config.control.kind == "unix" and config.control.path is not None:
                 with contextlib.suppress(FileNotFoundError):
                     config.control.path.unlink()
             await store.close()
             audit.write("proxy_stopped")
             audit.close()
+        # mitmproxy exits cleanly even when it could not bind: report that.
+        return 0 if runners and not failures else 1

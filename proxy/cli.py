@@ -131,13 +131,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from airlock.proxy.ca import CAError
 
     try:
-        asyncio.run(ProxyServer(config).run())
+        return asyncio.run(ProxyServer(config).run())
     except KeyboardInterrupt:
         return 130
     except CAError as exc:
         print(f"airlock-proxy: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":
