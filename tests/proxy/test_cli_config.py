@@ -112,3 +112,23 @@ def test_refused_address_classes(addr: str, reason: str | None) -> None:
     ip = parse_ip(addr)
     assert ip is not None
     assert refused_address(ip) == reason
+
+
+async def test_busy_port_is_a_startup_failure(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [
+                str(PROXY_BIN), "--listen", f"127.0.0.1:{port}",
+                "--control", f"unix:{tmp_path}/c.sock", "--state-dir", str(tmp_path / "s"),
+            ],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode != 0
+    assert "address already in use" in result.stderr
+    assert not (tmp_path / "c.sock").exists()
