@@ -17,10 +17,12 @@ Response: {"id": 1, "state": "ok" | "missing" | "binary" | "too_large" | "unread
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import select
 import sys
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -37,6 +39,10 @@ from airlock.daemon.diagnostics.whitespace import check_whitespace
 from airlock.daemon.errors import BinaryFile
 from airlock.daemon.text import decode
 
+_ANSWERS_KEPT = 64
+"""Answers remembered by (file, checks, content hash): syntax and whitespace depend on
+the bytes alone, so the baseline of edit N+1 is edit N's result, free."""
+
 
 def _dump(findings: list[Finding]) -> list[dict[str, Any]]:
     return [{**asdict(f.diagnostic), "anchor": f.anchor} for f in findings]
@@ -45,6 +51,9 @@ def _dump(findings: list[Finding]) -> list[dict[str, Any]]:
 class Worker:
     def __init__(self) -> None:
         self.syntax = SyntaxChecker()
+        self._answers: OrderedDict[tuple[str, str, tuple[str, ...], bytes], dict[str, Any]] = (
+            OrderedDict()
+        )
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         path = Path(req["path"])
@@ -61,12 +70,21 @@ class Worker:
             return {**answer, "state": "unreadable", "detail": str(exc)}
         if len(data) > int(req.get("max_bytes", 64 * 1024 * 1024)):
             return {**answer, "state": "too_large"}
+        checks = tuple(str(c) for c in req.get("checks", []))
+        key = (str(path), display, checks, hashlib.sha256(data).digest())
+        cached = self._answers.get(key)
+        if cached is not None:  # an edit's result is the next edit's baseline
+            self._answers.move_to_end(key)
+            return {**answer, **cached}
         try:
             text = decode(data, path=display).text
         except BinaryFile:
             return {**answer, "state": "binary"}
-        for check in req.get("checks", []):
+        for check in checks:
             answer["results"][check] = self._run(check, path, text, display)
+        self._answers[key] = {"state": "ok", "results": answer["results"]}
+        while len(self._answers) > _ANSWERS_KEPT:
+            self._answers.popitem(last=False)
         return answer
 
     def _run(self, check: str, path: Path, text: str, display: str) -> dict[str, Any]:
