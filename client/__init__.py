@@ -1,1 +1,57 @@
-"""airlock.client"""
+"""airlock.client: what orchestrators import.
+
+The names below are loaded on first use, so ``import airlock.client`` stays
+cheap and a missing optional dependency (the Docker SDK) only matters to the
+code that needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "DaemonClient": "airlock.client.daemon",
+    "AirlockError": "airlock.client.daemon",
+    "ProxyClient": "airlock.client.proxy",
+    "ProxyError": "airlock.client.proxy",
+    "GitHubAppProvider": "airlock.client.providers",
+    "StaticTokenProvider": "airlock.client.providers",
+    "CommandTokenProvider": "airlock.client.providers",
+    "InstallationRequiredError": "airlock.client.providers",
+    "TokenRequestRejectedError": "airlock.client.providers",
+    "TokenRequestFailedError": "airlock.client.providers",
+    "Sandbox": "airlock.client.sandboxes",
+    "LocalSandbox": "airlock.client.sandboxes",
+    "DaemonSandbox": "airlock.client.sandboxes",
+    "DockerSandbox": "airlock.client.sandboxes",
+    "GitHubShell": "airlock.client.github",
+    "authenticate_github": "airlock.client.delivery",
+    "authenticate_vercel": "airlock.client.delivery",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from airlock.client.daemon import AirlockError, DaemonClient
+    from airlock.client.delivery import authenticate_github, authenticate_vercel
+    from airlock.client.github import GitHubShell
+    from airlock.client.providers import (
+        CommandTokenProvider,
+        GitHubAppProvider,
+        InstallationRequiredError,
+        StaticTokenProvider,
+        TokenRequestFailedError,
+        TokenRequestRejectedError,
+    )
+    from airlock.client.proxy import ProxyClient, ProxyError
+    from airlock.client.sandboxes import DaemonSandbox, DockerSandbox, LocalSandbox, Sandbox
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'airlock.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
