@@ -30,7 +30,25 @@ _EXPORTS: dict[str, str] = {
     "authenticate_vercel": "airlock.client.delivery",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AirlockError",
+    "CommandTokenProvider",
+    "DaemonClient",
+    "DaemonSandbox",
+    "DockerSandbox",
+    "GitHubAppProvider",
+    "GitHubShell",
+    "InstallationRequiredError",
+    "LocalSandbox",
+    "ProxyClient",
+    "ProxyError",
+    "Sandbox",
+    "StaticTokenProvider",
+    "TokenRequestFailedError",
+    "TokenRequestRejectedError",
+    "authenticate_github",
+    "authenticate_vercel",
+]
 
 if TYPE_CHECKING:
     from airlock.client.daemon import AirlockError, DaemonClient
