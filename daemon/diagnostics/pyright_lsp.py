@@ -270,7 +270,13 @@ class PyrightServers:
         except (ValueError, asyncio.IncompleteReadError, ConnectionError):
             return
         finally:
+            if server.proc.returncode is None:  # cancelled with its loop: do not outlive it
+                kill_group(server.proc.pid)
             self._live.discard(server.proc.pid)
+            with contextlib.suppress(BaseException):
+                if server.proc.stdin is not None:
+                    server.proc.stdin.close()
+                await server.proc.wait()
             gone = LspUnavailable("basedpyright-langserver exited")
             for future in server.pending.values():
                 if not future.done():

@@ -46,6 +46,14 @@ class WorkerGone(Exception):
     """The worker exited (crashed or was killed) while a request was pending."""
 
 
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Close our end and wait for the exit, so the transport is finished inside its loop."""
+    with contextlib.suppress(BaseException):
+        if proc.stdin is not None:
+            proc.stdin.close()
+        await proc.wait()
+
+
 def _kill_all(pids: set[int]) -> None:
     """Finaliser of a dropped client: its worker must not outlive it."""
     for pid in list(pids):
@@ -77,7 +85,13 @@ class _Channel:
         except (ValueError, asyncio.LimitOverrunError, ConnectionError):
             pass
         finally:
-            self.live.discard(self.proc.pid)  # exited (not yet reaped: the pid is not reused)
+            # Also reached when the task is cancelled: asyncio.run and pytest-asyncio cancel
+            # every task before closing the loop, so the worker never outlives its loop even
+            # when nobody calls aclose (a Workspace in a reference cycle is freed late).
+            if self.proc.returncode is None:
+                kill_group(self.proc.pid)
+            self.live.discard(self.proc.pid)
+            await _reap(self.proc)
             for future in list(self.pending.values()):
                 if not future.done():
                     future.set_exception(WorkerGone("the diagnostics worker exited"))

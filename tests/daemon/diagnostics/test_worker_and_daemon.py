@@ -150,3 +150,38 @@ async def test_dropped_service_kills_its_worker(ws_dir: Path) -> None:
         await asyncio.sleep(0.025)
     else:
         raise AssertionError(f"worker {pid} outlived its service")
+
+
+def test_workers_die_with_their_event_loop(ws_dir: Path) -> None:
+    """A service that is never closed nor collected: closing its loop ends its processes."""
+    (ws_dir / "a.py").write_text("x: int = 1\n")
+    keep: list[DiagnosticsService] = []
+
+    async def use() -> list[int]:
+        svc = DiagnosticsService(ws_dir)
+        keep.append(svc)  # still referenced: no finaliser can help
+        await svc.run([rp(ws_dir, "a.py")], ["syntax", "types"])
+        pids = [svc.worker.pid] if svc.worker.pid else []
+        pids += list(svc.checkers.pyright._live)
+        return pids
+
+    pids = asyncio.run(use())
+    assert pids
+    import time
+
+    for _ in range(200):
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                with open(f"/proc/{pid}/stat") as handle:
+                    if handle.read().split(") ", 1)[1].startswith("Z"):
+                        continue  # dead, waiting to be reaped
+                alive.append(pid)
+            except (ProcessLookupError, FileNotFoundError):
+                continue
+        if not alive:
+            break
+        time.sleep(0.025)
+    else:
+        raise AssertionError(f"still running after their loop closed: {alive}")
