@@ -87,6 +87,7 @@ class _Server:
     snapshot: dict[str, int] = field(default_factory=dict)
     reader: asyncio.Task[None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ready: bool = False
 
     @property
     def alive(self) -> bool:
@@ -96,7 +97,14 @@ class _Server:
 class PyrightServers:
     """One language server per project root, owned by the diagnostics service."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, start_after: int = 2, wait_for_start: bool = False) -> None:
+        self.start_after = start_after
+        """Checks of a root answered by the CLI before a server is started for it."""
+        self.wait_for_start = wait_for_start
+        """True: the check that starts a server waits for it (tests); else the CLI answers."""
+        self._checks: dict[Path, int] = {}
+        self._starting: dict[Path, asyncio.Task[None]] = {}
+        self._failed: dict[Path, float] = {}
         self._servers: dict[Path, _Server] = {}
         self._ids = itertools.count(1)
         self._versions = itertools.count(1)
@@ -118,6 +126,7 @@ class PyrightServers:
         if self._loop is not loop:
             self._drop_all()
             self._loop = loop
+        self._checks[root] = self._checks.get(root, 0) + 1
         server = self._servers.get(root)
         if server is not None and (
             not server.alive or time.monotonic() - server.started > MAX_AGE_S
@@ -125,8 +134,8 @@ class PyrightServers:
             self._drop(root)
             server = None
         deadline = loop.time() + timeout_s
-        if server is None:
-            server = await self._start(cli, root, python, timeout_s)
+        if server is None or not server.ready:
+            server = await self._server_for(cli, root, python, timeout_s)
         async with server.lock:
             remaining = deadline - loop.time()
             try:
@@ -138,6 +147,38 @@ class PyrightServers:
                 self._drop(root)
                 raise LspUnavailable(str(exc)) from exc
         return _findings(published, files, errors_only)
+
+    async def _server_for(
+        self, cli: list[str], root: Path, python: Path | None, timeout_s: float
+    ) -> _Server:
+        """A ready server, or LspUnavailable (the caller uses the CLI meanwhile).
+
+        A server costs ~2.5 s of CPU to start, more than one CLI run: it is
+        started only for a root checked more than ``start_after`` times (being
+        edited, not a one-off), in the background, and used once it is ready.
+        """
+        if self._checks.get(root, 0) <= self.start_after:
+            raise LspUnavailable("not checked often enough to keep a server")
+        failed_at = self._failed.get(root)
+        if failed_at is not None and time.monotonic() - failed_at < MAX_AGE_S:
+            raise LspUnavailable("the language server failed recently")
+        if self.wait_for_start:
+            return await self._start(cli, root, python, timeout_s)
+        if root not in self._starting:
+            self._starting[root] = asyncio.create_task(
+                self._start_in_background(cli, root, python, timeout_s)
+            )
+        raise LspUnavailable("the language server is starting")
+
+    async def _start_in_background(
+        self, cli: list[str], root: Path, python: Path | None, timeout_s: float
+    ) -> None:
+        try:
+            await self._start(cli, root, python, timeout_s)
+        except LspUnavailable:
+            self._failed[root] = time.monotonic()
+        finally:
+            self._starting.pop(root, None)
 
     async def _check(
         self, server: _Server, root: Path, files: dict[Path, str]
@@ -225,6 +266,7 @@ class PyrightServers:
             self._notify(server, "initialized", {})
             scanned = await asyncio.to_thread(scan, root)
             server.snapshot = scanned or {}
+            server.ready = True
         except (TimeoutError, ConnectionError, BrokenPipeError, LspUnavailable) as exc:
             self._drop(root)
             raise LspUnavailable(f"basedpyright-langserver did not start: {exc!r}") from exc
@@ -311,8 +353,15 @@ class PyrightServers:
             self._live.discard(server.proc.pid)
 
     def _drop_all(self) -> None:
+        for task in self._starting.values():
+            task.cancel()
+        self._starting.clear()
         for root in list(self._servers):
             self._drop(root)
+
+    def ready_roots(self) -> list[Path]:
+        """Roots with a running, initialised server (tests and the benchmark look)."""
+        return [root for root, server in self._servers.items() if server.ready and server.alive]
 
     async def aclose(self) -> None:
         servers = list(self._servers.values())

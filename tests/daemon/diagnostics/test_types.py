@@ -188,10 +188,13 @@ async def test_language_server_sees_changes_made_behind_its_back(ws_dir: Path) -
     (ws_dir / "dep.py").write_text("def g() -> int:\n    return 1\n")
     (ws_dir / "main.py").write_text("from dep import g\n\nX: int = g()\n")
     svc = DiagnosticsService(ws_dir, timeout_s=60)
+    svc.checkers.pyright.start_after = 0
+    svc.checkers.pyright.wait_for_start = True
     main = [ResolvedPath(ws_dir / "main.py", ws_dir, "main.py")]
     try:
         clean = await svc.run(main, ["types"])
         assert clean.diagnostics == [] and clean.checks_run == ["types"]
+        assert svc.checkers.pyright.ready_roots() == [ws_dir]
         (ws_dir / "dep.py").write_text('def g() -> str:\n    return "1"\n')
         broken = await svc.run(main, ["types"])
         assert [(d.line, d.code) for d in broken.diagnostics] == [(3, "reportAssignmentType")]
@@ -208,13 +211,42 @@ async def test_cli_and_language_server_agree(ws_dir: Path) -> None:
     )
     target = [ResolvedPath(ws_dir / "t.py", ws_dir, "t.py")]
     server = DiagnosticsService(ws_dir, timeout_s=60)
+    server.checkers.pyright.start_after = 0
+    server.checkers.pyright.wait_for_start = True
     cli = DiagnosticsService(ws_dir, timeout_s=60)
     cli.checkers.pyright_server = False
     try:
         via_server = await server.run(target, ["types"])
+        assert server.checkers.pyright.ready_roots() == [ws_dir]
         via_cli = await cli.run(target, ["types"])
+        assert cli.checkers.pyright.ready_roots() == []
     finally:
         await server.aclose()
         await cli.aclose()
     assert len(via_server.diagnostics) >= 2
     assert via_server.diagnostics == via_cli.diagnostics
+
+
+@pytest.mark.usefixtures("pyright_available")
+async def test_server_starts_in_the_background_for_files_being_edited(
+    workspace: Workspace, ws_dir: Path
+) -> None:
+    """One-off checks use the CLI; a file edited repeatedly gets a warm server."""
+    (ws_dir / "e.py").write_text("A: int = 1\nB: int = 2\nC: int = 3\n")
+    pyright = workspace.ctx.diag.checkers.pyright
+    await workspace.file_patch(
+        FilePatchInput(path="e.py", old_string="A: int = 1", new_string="A: int = 10")
+    )
+    assert pyright.ready_roots() == []  # two checks (baseline, result): CLI only
+    await workspace.file_patch(
+        FilePatchInput(path="e.py", old_string="B: int = 2", new_string="B: int = 20")
+    )
+    for _ in range(600):  # the third check started one in the background
+        if pyright.ready_roots():
+            break
+        await asyncio.sleep(0.05)
+    assert pyright.ready_roots() == [ws_dir]
+    third = await workspace.file_patch(
+        FilePatchInput(path="e.py", old_string="C: int = 3", new_string='C: int = "3"')
+    )
+    assert [(d.line, d.code) for d in types_of(third.diagnostics)] == [(3, "reportAssignmentType")]
