@@ -213,26 +213,35 @@ class DiagnosticsService:
         """
         results: Results = {c: CheckResult(c) for c in checks}
         files = {p.real: p.display for p in paths}
+        jobs: list[asyncio.Future[None]] = []
         try:
-            repos = await asyncio.to_thread(_repos_of, list(files))
+            if "types" in checks:  # the slowest: start it before the git bookkeeping
+                jobs.append(
+                    asyncio.ensure_future(self._types_job(results["types"], files, reuse_types))
+                )
+            repos, dirs = await asyncio.to_thread(_repos_of, list(files))
             tracked = await self._tracked(results, files, repos) if "git-diff" in checks else set()
-            jobs: list[Awaitable[None]] = []
             if "git-diff" in checks:
-                jobs.extend(self._git_jobs(results["git-diff"], files, repos, tracked))
+                jobs.extend(
+                    asyncio.ensure_future(job)
+                    for job in self._git_jobs(results["git-diff"], files, repos, tracked, dirs)
+                )
             worker_checks = [c for c in ("syntax", "whitespace") if c in checks]
-            if worker_checks:
-                for real, display in files.items():
-                    wanted = [c for c in worker_checks if c == "syntax" or real not in tracked]
-                    if wanted:
-                        jobs.append(self._worker_job(results, real, display, wanted))
-            if "types" in checks:
-                jobs.append(self._types_job(results["types"], files, reuse_types))
+            for real, display in files.items() if worker_checks else ():
+                wanted = [c for c in worker_checks if c == "syntax" or real not in tracked]
+                if wanted:
+                    jobs.append(
+                        asyncio.ensure_future(self._worker_job(results, real, display, wanted))
+                    )
             await asyncio.gather(*jobs)
             if "syntax" in checks and "types" in checks:
                 _drop_checker_parse_errors(results)
         except Exception as exc:
             for result in results.values():
                 _skip(result, f"internal error: {exc!r}", [])
+        finally:
+            for job in jobs:
+                job.cancel()  # only unfinished ones (an unexpected error, or our cancellation)
         return results
 
     async def _tracked(
@@ -256,11 +265,12 @@ class DiagnosticsService:
         files: dict[Path, str],
         repos: dict[Path, Path | None],
         tracked: set[Path],
+        dirs: set[Path],
     ) -> list[Awaitable[None]]:
         by_repo: dict[Path, dict[Path, str]] = {}
         for real, display in files.items():
             repo = repos.get(real)
-            if repo is not None and (real in tracked or real.is_dir()):
+            if repo is not None and (real in tracked or real in dirs):
                 by_repo.setdefault(repo, {})[real] = display
             else:
                 result.not_applicable.append(display)
@@ -386,8 +396,9 @@ def _drop_checker_parse_errors(results: Results) -> None:
         ]
 
 
-def _repos_of(files: list[Path]) -> dict[Path, Path | None]:
-    return {f: git_diff.find_repo(f) for f in files}
+def _repos_of(files: list[Path]) -> tuple[dict[Path, Path | None], set[Path]]:
+    """Each path's work tree, and which paths are directories (stat calls: a thread)."""
+    return {f: git_diff.find_repo(f) for f in files}, {f for f in files if f.is_dir()}
 
 
 def _reason(exc: BaseException) -> str:
