@@ -32,6 +32,7 @@ from airlock.daemon.diagnostics.procs import CheckTimeout, kill_group
 CHECK = "types"
 NO_RULE = "basedpyright"
 MAX_SCANNED_FILES = 20_000
+MAX_SCANNED_ENTRIES = 200_000
 MAX_AGE_S = 900.0
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "dist", "build"})
 _SEVERITY: dict[int, Severity] = {1: "error", 2: "warning", 3: "info"}
@@ -54,10 +55,15 @@ def _langserver_argv(cli: list[str]) -> list[str] | None:
 def scan(root: Path) -> dict[str, int] | None:
     """mtime_ns of every .py/.pyi under ``root`` (hidden, venv and vendored dirs skipped).
 
-    None when the tree is too large to scan before every check.
+    None when the tree is too large to scan before every check (too many Python
+    files, or too many entries: a root without project markers can be ``/tmp``).
     """
     seen: dict[str, int] = {}
+    visited = 0
     for folder, dirs, names in os.walk(root):
+        visited += len(dirs) + len(names)
+        if visited > MAX_SCANNED_ENTRIES:
+            return None
         dirs[:] = [
             d
             for d in dirs
@@ -145,6 +151,7 @@ class PyrightServers:
                 raise CheckTimeout(f"basedpyright did not finish within {timeout_s:g}s") from None
             except (ConnectionError, BrokenPipeError, LspUnavailable) as exc:
                 self._drop(root)
+                self._failed[root] = time.monotonic()  # the CLI serves this root for a while
                 raise LspUnavailable(str(exc)) from exc
         return _findings(published, files, errors_only)
 
