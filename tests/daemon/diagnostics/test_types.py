@@ -250,3 +250,24 @@ async def test_server_starts_in_the_background_for_files_being_edited(
         FilePatchInput(path="e.py", old_string="C: int = 3", new_string='C: int = "3"')
     )
     assert [(d.line, d.code) for d in types_of(third.diagnostics)] == [(3, "reportAssignmentType")]
+
+
+async def test_javascript_is_typed_only_under_a_config(
+    workspace: Workspace, ws_dir: Path, typescript_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TYPESCRIPT_ENV, str(typescript_dir))
+    (ws_dir / "loose.js").write_text("let n = 1;\n")
+    loose = await workspace.file_patch(
+        FilePatchInput(path="loose.js", old_string="let n = 1;", new_string="let n = 1;\nn.foo();")
+    )
+    assert types_of(loose.diagnostics) == []
+    assert loose.diagnostics_skipped == []  # not applicable is not a skip
+    (ws_dir / "app").mkdir()
+    (ws_dir / "app" / "jsconfig.json").write_text('{"compilerOptions": {"checkJs": true}}\n')
+    (ws_dir / "app" / "typed.js").write_text("let n = 1;\n")
+    typed = await workspace.file_patch(
+        FilePatchInput(
+            path="app/typed.js", old_string="let n = 1;", new_string="let n = 1;\nn.foo();"
+        )
+    )
+    assert [(d.line, d.code) for d in types_of(typed.diagnostics)] == [(2, "TS2339")]
