@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlock.daemon.diagnostics.whitespace import check_whitespace
-from airlock.daemon.protocol import DiagnosticsInput, FilePatchInput, FileWriteInput
+from airlock.daemon.protocol import Diagnostic, DiagnosticsInput, FilePatchInput, FileWriteInput
 from airlock.daemon.workspace import Workspace
 from tests.daemon.diagnostics.conftest import commit_all
 
 
-def by_check(diagnostics: list, check: str) -> list:  # type: ignore[type-arg]
+def by_check(diagnostics: list[Diagnostic], check: str) -> list[Diagnostic]:
     return [d for d in diagnostics if d.check == check]
 
 

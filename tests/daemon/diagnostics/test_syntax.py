@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from airlock.daemon.protocol import (
+    Diagnostic,
     DiagnosticsInput,
     FileMultiPatchInput,
     FilePatchInput,
@@ -24,7 +25,7 @@ from tests.daemon.diagnostics.cases import CASES, LanguageCase
 BY_ID = pytest.mark.parametrize("case", CASES, ids=[c.language for c in CASES])
 
 
-def syntax_lines(diagnostics: list) -> set[int]:  # type: ignore[type-arg]
+def syntax_lines(diagnostics: list[Diagnostic]) -> set[int]:
     return {d.line for d in diagnostics if d.check == "syntax"}
 
 

@@ -11,11 +11,11 @@ import pytest
 from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.diagnostics.types import TYPESCRIPT_ENV, find_typescript, node_executable
 from airlock.daemon.paths import ResolvedPath
-from airlock.daemon.protocol import DiagnosticsInput, FilePatchInput
+from airlock.daemon.protocol import Diagnostic, DiagnosticsInput, FilePatchInput
 from airlock.daemon.workspace import Workspace
 
 
-def types_of(diagnostics: list) -> list:  # type: ignore[type-arg]
+def types_of(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diagnostics if d.check == "types"]
 
 
