@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from airlock.daemon import apply_patch as apply_patch_engine
 from airlock.daemon.context import DaemonConfig, ToolContext
 from airlock.daemon.errors import Forbidden, InvalidRequest, UnknownTool
+from airlock.daemon.offload import ThreadHop
 from airlock.daemon.protocol import (
     TOOLS_BY_NAME,
     ApplyPatchInput,
@@ -60,6 +61,8 @@ class Workspace:
     def __init__(self, config: DaemonConfig) -> None:
         self.config = config
         self.ctx = ToolContext.create(config)
+        # file_read's resolve+read hop: cheaper than asyncio.to_thread (see offload.py).
+        self.io = ThreadHop()
         self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
             "file_read": self.file_read,
             "file_multi_read": self.file_multi_read,
@@ -75,7 +78,8 @@ class Workspace:
         }
 
     async def aclose(self) -> None:
-        """Stop helpers the tools started (the diagnostics worker); idempotent."""
+        """Stop helpers the tools started (the diagnostics worker, I/O threads); idempotent."""
+        self.io.close()
         await self.ctx.diag.aclose()
 
     async def startup(self) -> None:
@@ -112,10 +116,10 @@ class Workspace:
     # ------------------------------------------------------------ one method per tool
 
     async def file_read(self, req: FileReadInput) -> TextFile | ImageFile:
-        return await read.file_read(self.ctx, req)
+        return await read.file_read(self.ctx, req, self.io.run)
 
     async def file_multi_read(self, req: FileMultiReadInput) -> FileMultiReadOutput:
-        return await read.file_multi_read(self.ctx, req)
+        return await read.file_multi_read(self.ctx, req, self.io.run)
 
     async def file_list(self, req: FileListInput) -> FileListOutput:
         return await listing.file_list(self.ctx, req)

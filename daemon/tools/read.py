@@ -6,10 +6,14 @@ import asyncio
 import base64
 import os
 import stat
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable
+from functools import partial
+from itertools import accumulate
+from typing import Protocol, TypeVar
 
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import AirlockError, InvalidRequest, IsDirectory, NotFound, TooLarge
-from airlock.daemon.fsio import read_file_bytes
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
     ErrorBody,
@@ -29,6 +33,14 @@ _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"GIF89a", "image/gif"),
 )
 
+T = TypeVar("T")
+
+
+class Offload(Protocol):
+    """Runs a blocking callable off the event loop (``ThreadHop.run`` or ``asyncio.to_thread``)."""
+
+    def __call__(self, fn: Callable[[], T], /) -> Awaitable[T]: ...
+
 
 def sniff_image(head: bytes) -> str | None:
     for magic, mime in _IMAGE_MAGIC:
@@ -47,34 +59,92 @@ def _resolve_and_read(
     return _read_sync(ctx, resolved, offset, limit, budget)
 
 
-def _read_sync(
-    ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int, budget: int
-) -> TextFile | ImageFile:
+def _open_for_read(resolved: ResolvedPath) -> int:
+    """Open ``resolved`` read-only, with the errors ``file_read`` promises.
+
+    One ``open`` + ``fstat`` replaces the earlier stat, open-for-sniffing and
+    stat-again-and-reopen sequence. A directory opens fine on Linux and is
+    refused after ``fstat``; when ``open`` itself fails (an unreadable
+    directory, say) a ``stat`` decides between the documented errors and the
+    original exception, exactly as before.
+    """
     display = resolved.display
     try:
-        st = os.stat(resolved.real)
+        return os.open(resolved.real, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise NotFound(
             f"{display} does not exist; check the path with file_list or file_search",
             {"path": display},
         ) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise IsDirectory(f"{display} is a directory; list it with file_list", {"path": display})
-    with open(resolved.real, "rb") as handle:
-        head = handle.read(16)
-    mime = sniff_image(head)
-    if mime is not None:
-        if st.st_size > ctx.config.max_image_bytes:
-            raise TooLarge(
-                f"{display} is a {st.st_size}-byte image, over the "
-                f"{ctx.config.max_image_bytes}-byte limit for images",
-                {"path": display, "bytes": st.st_size},
+    except OSError:
+        try:
+            st = os.stat(resolved.real)
+        except FileNotFoundError:
+            raise NotFound(
+                f"{display} does not exist; check the path with file_list or file_search",
+                {"path": display},
+            ) from None
+        if stat.S_ISDIR(st.st_mode):
+            raise IsDirectory(
+                f"{display} is a directory; list it with file_list", {"path": display}
+            ) from None
+        raise
+
+
+def _read_rest(fd: int, size_hint: int) -> bytes:
+    """Everything from the current offset to end of file (which may have grown since fstat)."""
+    chunk = os.read(fd, size_hint + 1)
+    parts = [chunk]
+    while chunk:
+        chunk = os.read(fd, 1 << 16)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _read_sync(
+    ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int, budget: int
+) -> TextFile | ImageFile:
+    display = resolved.display
+    fd = _open_for_read(resolved)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsDirectory(
+                f"{display} is a directory; list it with file_list", {"path": display}
             )
-        data = read_file_bytes(resolved.real, display=display)
-        return ImageFile(
-            path=display, mime=mime, data_base64=base64.b64encode(data).decode(), bytes=len(data)
-        )
-    data = read_file_bytes(resolved.real, display=display, max_bytes=ctx.config.max_text_bytes)
+        size = st.st_size
+        image_limit = ctx.config.max_image_bytes
+        text_limit = ctx.config.max_text_bytes
+        # Under both limits the whole file is read at once and sniffed from memory;
+        # above either, the head decides which limit applies before anything big is read.
+        data = _read_rest(fd, size) if size <= image_limit and size <= text_limit else None
+        head = data[:16] if data is not None else os.pread(fd, 16, 0)
+        mime = sniff_image(head)
+        if mime is not None:
+            if size > image_limit:
+                raise TooLarge(
+                    f"{display} is a {size}-byte image, over the "
+                    f"{image_limit}-byte limit for images",
+                    {"path": display, "bytes": size},
+                )
+            if data is None:
+                data = _read_rest(fd, size)
+            return ImageFile(
+                path=display,
+                mime=mime,
+                data_base64=base64.b64encode(data).decode(),
+                bytes=len(data),
+            )
+        if size > text_limit:
+            raise TooLarge(
+                f"{display} is {size} bytes, over the {text_limit}-byte limit; "
+                "read part of it with exec (e.g. head -c)",
+                {"path": display, "bytes": size, "limit": text_limit},
+            )
+        if data is None:
+            data = _read_rest(fd, size)
+    finally:
+        os.close(fd)
     decoded = decode(data, path=display)
     return page_text(display, decoded.text, decoded.line_ending, decoded.bom, offset, limit, budget)
 
@@ -89,9 +159,25 @@ def page_text(
     budget: int,
 ) -> TextFile:
     """Whole lines from ``offset`` that fit ``budget``; ``next_offset`` never skips text."""
+    final_newline = text.endswith("\n")
+    if offset == 1 and text:
+        # The usual call reads a whole small file: when every line fits, the page is
+        # the text itself, so skip splitting it (same answer as the general path).
+        total = text.count("\n") + (0 if final_newline else 1)
+        if total <= limit and len(text) + (0 if final_newline else 1) <= budget:
+            return TextFile(
+                path=display,
+                content=text,
+                start_line=1,
+                end_line=total,
+                total_lines=total,
+                next_offset=None,
+                truncated=False,
+                line_ending=line_ending,
+                bom=bom,
+            )
     lines = split_lines(text)
     total = len(lines)
-    final_newline = text.endswith("\n")
     common = {"path": display, "total_lines": total, "line_ending": line_ending, "bom": bom}
     if total == 0 or offset > total:
         if offset > 1 and offset > total:
@@ -121,16 +207,14 @@ def page_text(
             ),
             **common,
         )
-    used = 0
-    end = start
-    stop = min(total, start + limit)
-    while end < stop:
-        cost = len(lines[end]) + 1
-        if used + cost > budget and end > start:
-            break
-        used += cost
-        end += 1
-    chunk = lines[start:end]
+    # Take lines while their cost (length + newline) fits the budget; the first line
+    # always fits here. Costs are positive, so the running total is sorted and the
+    # cut is a bisection instead of a Python loop over every line.
+    window = lines[start : min(total, start + limit)]
+    lengths = list(accumulate(map(len, window)))
+    taken = bisect_right(range(len(window)), budget, key=lambda i: lengths[i] + i + 1)
+    end = start + max(1, taken)
+    chunk = window[: end - start]
     content = "\n".join(chunk)
     if end < total or final_newline:
         content += "\n"
@@ -145,13 +229,30 @@ def page_text(
     )
 
 
-async def file_read(ctx: ToolContext, req: FileReadInput) -> TextFile | ImageFile:
-    return await asyncio.to_thread(
-        _resolve_and_read, ctx, req.path, req.granted_paths, req.offset, req.limit, req.budget_chars
+async def _to_thread(fn: Callable[[], T]) -> T:
+    return await asyncio.to_thread(fn)
+
+
+async def file_read(
+    ctx: ToolContext, req: FileReadInput, offload: Offload = _to_thread
+) -> TextFile | ImageFile:
+    """Resolve and read in one hop off the loop; ``offload`` is the workspace's thread hop."""
+    return await offload(
+        partial(
+            _resolve_and_read,
+            ctx,
+            req.path,
+            req.granted_paths,
+            req.offset,
+            req.limit,
+            req.budget_chars,
+        )
     )
 
 
-async def file_multi_read(ctx: ToolContext, req: FileMultiReadInput) -> FileMultiReadOutput:
+async def file_multi_read(
+    ctx: ToolContext, req: FileMultiReadInput, offload: Offload = _to_thread
+) -> FileMultiReadOutput:
     remaining = req.budget_chars
     files: list[TextFile | ImageFile | FileReadError] = []
     for raw in req.paths:
@@ -168,8 +269,8 @@ async def file_multi_read(ctx: ToolContext, req: FileMultiReadInput) -> FileMult
             )
             continue
         try:
-            result = await asyncio.to_thread(
-                _resolve_and_read, ctx, raw, req.granted_paths, 1, 100000, remaining
+            result = await offload(
+                partial(_resolve_and_read, ctx, raw, req.granted_paths, 1, 100000, remaining)
             )
         except AirlockError as exc:
             files.append(
