@@ -118,8 +118,19 @@ class EditTracker:
 
     async def before_write(self) -> None:
         """Wait for the baseline; called right before the first byte is written."""
-        if self._baseline is not None:
-            await asyncio.shield(self._baseline)
+        await self._wait_baseline()
+
+    async def _wait_baseline(self) -> Results | None:
+        """The baseline, or None when it was cancelled (``cancel``) and we were not."""
+        if self._baseline is None:
+            return None
+        try:
+            return await asyncio.shield(self._baseline)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._baseline.cancelled() and (current is None or not current.cancelling()):
+                return None
+            raise
 
     def cancel(self) -> None:
         """Abandon the baseline (the edit failed before writing); its checkers are killed."""
@@ -129,15 +140,11 @@ class EditTracker:
     async def finish(self) -> tuple[list[Diagnostic], list[SkippedCheck]]:
         if not self.enabled:
             return [], []
-        if self._baseline is None:
-            await self.start()
-        assert self._baseline is not None
-        try:
-            before = await asyncio.shield(self._baseline)
-        except asyncio.CancelledError:
-            raise
         checks = self.service.edit_checks
         self.service.generation += 1  # a write happened: remembered type results are stale
+        before = await self._wait_baseline()
+        if before is None:  # no baseline, no way to tell new from old: report nothing
+            return [], [SkippedCheck(check=c, reason="baseline: cancelled") for c in checks]
         after = await self.service.collect(self.paths, checks)
         findings: dict[str, list[Finding]] = {}
         merged: Results = {}

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from airlock.daemon.diagnostics.baseline import new_findings
 from airlock.daemon.diagnostics.model import Finding, finding
+from airlock.daemon.diagnostics.service import DiagnosticsService
+from airlock.daemon.paths import ResolvedPath
 
 
 def f(line: int, message: str = "m", anchor: str = "", code: str = "c") -> Finding:
@@ -65,3 +69,31 @@ def test_multiplicity_counts() -> None:
     before = [f(1, anchor="a"), f(2, anchor="a")]
     after = [f(1, anchor="a"), f(2, anchor="a"), f(3, anchor="a")]
     assert len(new_findings(before, after)) == 1
+
+
+async def test_cancelled_baseline_never_fails_the_edit(tmp_path: Path) -> None:
+    """tracker.cancel() before finish: the edit still completes, the checks are skipped."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    svc = DiagnosticsService(tmp_path)
+    try:
+        tracker = svc.tracker([ResolvedPath(tmp_path / "a.py", tmp_path, "a.py")])
+        await tracker.start()
+        tracker.cancel()
+        await tracker.before_write()
+        (tmp_path / "a.py").write_text("x = (\n")
+        found, skipped = await tracker.finish()
+        assert found == []
+        assert {s.check for s in skipped} == {"git-diff", "whitespace", "syntax", "types"}
+        assert all(s.reason == "baseline: cancelled" for s in skipped)
+    finally:
+        await svc.aclose()
+
+
+async def test_disabled_tracker_does_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = (\n")
+    svc = DiagnosticsService(tmp_path)
+    tracker = svc.tracker([ResolvedPath(tmp_path / "a.py", tmp_path, "a.py")], enabled=False)
+    await tracker.start()
+    await tracker.before_write()
+    assert await tracker.finish() == ([], [])
+    assert svc.worker.pid is None
