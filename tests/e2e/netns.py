@@ -135,9 +135,9 @@ class Topology:
             _ip("netns", "add", ns)
             _ip("-n", ns, "link", "set", "lo", "up")
         # Nothing may cross the proxy namespace: it terminates, never routes.
-        sysctl = self.run_in(self.proxy_ns, ["sysctl", "-qw", "net.ipv4.ip_forward=0"])
-        if sysctl.returncode != 0:
-            raise RuntimeError(f"cannot disable forwarding: {sysctl.stderr.strip()}")
+        off = self.run_in(self.proxy_ns, ["sh", "-c", "echo 0 > /proc/sys/net/ipv4/ip_forward"])
+        if off.returncode != 0:
+            raise RuntimeError(f"cannot disable forwarding: {off.stderr.strip()}")
         for link in self._links():
             _ip("link", "add", link.a, "type", "veth", "peer", "name", link.b)
             for name, target, host in (
