@@ -20,6 +20,7 @@ from pathlib import Path
 
 from airlock.daemon.diagnostics import git_diff, types
 from airlock.daemon.diagnostics.baseline import new_findings
+from airlock.daemon.diagnostics.expand import MAX_FILES, expand
 from airlock.daemon.diagnostics.model import (
     MAX_DIAGNOSTICS,
     CheckResult,
@@ -189,7 +190,14 @@ class DiagnosticsService:
         self, paths: Sequence[ResolvedPath], checks: Sequence[CheckName] = ALL_CHECKS
     ) -> DiagnosticsOutput:
         wanted = list(dict.fromkeys(checks))
-        results = await self.collect(paths, wanted)
+        expansion = await asyncio.to_thread(expand, paths)
+        results = await self.collect(expansion.paths, wanted)
+        for folder in expansion.truncated:
+            for check in wanted:
+                results[check].skipped.append(
+                    f"only the first {MAX_FILES} files under {folder} were checked; "
+                    "name subfolders or files to check the rest"
+                )
         findings: dict[str, list[Finding]] = {c: results[c].findings for c in wanted}
         diagnostics = _capped(results, wanted, findings)
         return DiagnosticsOutput(

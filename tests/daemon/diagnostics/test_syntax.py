@@ -187,3 +187,22 @@ async def test_binary_and_shebang_files(untyped_workspace: Workspace, ws_dir: Pa
         DiagnosticsInput(paths=["blob.py", "script"], checks=["syntax"])
     )
     assert [(d.path, d.code) for d in report.diagnostics] == [("script", "missing")]
+
+
+async def test_a_directory_means_its_files(untyped_workspace: Workspace, ws_dir: Path) -> None:
+    (ws_dir / "src" / "deep").mkdir(parents=True)
+    (ws_dir / "src" / "a.py").write_text("x = (\n")
+    (ws_dir / "src" / "deep" / "b.json").write_text('{"a": }\n')
+    (ws_dir / "src" / "ok.go").write_text("package ok\n")
+    for skipped in ("node_modules", ".hidden", "__pycache__"):
+        (ws_dir / skipped).mkdir()
+        (ws_dir / skipped / "c.py").write_text("y = (\n")
+    for ask, shown in (
+        (".", ["src/a.py", "src/deep/b.json"]),
+        ("src", ["src/a.py", "src/deep/b.json"]),
+    ):
+        report = await untyped_workspace.diagnostics(
+            DiagnosticsInput(paths=[ask], checks=["syntax"])
+        )
+        assert sorted(d.path for d in report.diagnostics) == shown, ask
+        assert report.checks_run == ["syntax"]
