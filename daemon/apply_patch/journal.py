@@ -67,6 +67,10 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else sha256_hex(data)
+
+
 def missing_dirs(writes: Sequence[PlannedWrite]) -> list[str]:
     """Directories the writes will create, parents first."""
     created: list[str] = []
@@ -116,8 +120,9 @@ class Journal:
                     "target": str(write.target),
                     "display": write.display,
                     "before": blob,
-                    "before_sha256": None if write.before is None else sha256_hex(write.before),
-                    "after_sha256": None if write.after is None else sha256_hex(write.after),
+                    # A light manifest only drives the temp sweep: no hashes needed.
+                    "before_sha256": _digest(write.before) if full else None,
+                    "after_sha256": _digest(write.after) if full else None,
                     "mode": write.mode,
                 }
             )

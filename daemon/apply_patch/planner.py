@@ -193,7 +193,7 @@ def _plan_update(
             for f in result.failures
         ]
     # Codex's rule, which its fixtures pin: an updated file always ends with a newline.
-    new_text = "".join(f"{line}\n" for line in result.lines)
+    new_text = "\n".join(result.lines) + "\n" if result.lines else ""
     after = decoded.encode(new_text)
     mode = _mode(source.real)
     if dest is None:

@@ -1,0 +1,242 @@
+"""apply_patch: 500 chunks on a 50,000-line file, against git apply and openai-agents.
+
+Three ways to make the same edit, measured in the same run on the same file:
+
+* airlockd's ``apply_patch`` over its Unix socket (parse, match every chunk
+  through the four passes, ambiguity checks, stale check, atomic write with
+  fsync, reply): the figure the issue's targets are about;
+* ``git apply`` of the equivalent unified diff (a subprocess, as a user would
+  run it; its process start-up is part of what a user pays);
+* ``apply_diff`` from the ``openai-agents`` package (the Python peer a user
+  might pick), in-process, in a throwaway venv this script creates, timed
+  around the call alone (no file read or write).
+
+Targets (issue 3): ratio to git apply under 1.0; within 1.5x of apply_diff.
+Run alone: ``.venv/bin/python -m bench.bench_apply_patch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from bench.report import table
+from tests.fakes.daemon_harness import running_daemon
+
+LINES = 50_000
+CHUNKS = 500
+REPS = 15
+DIAGNOSTICS_REPS = 2
+VENV = Path(tempfile.gettempdir()) / "airlock-bench-openai-agents"
+
+AGENTS_RUNNER = textwrap.dedent(
+    """
+    import json, sys, time
+    from agents import apply_diff
+    original = open(sys.argv[1], encoding="utf-8").read()
+    diff = open(sys.argv[2], encoding="utf-8").read()
+    expected = open(sys.argv[3], encoding="utf-8").read()
+    reps = int(sys.argv[4])
+    assert apply_diff(original, diff) == expected, "apply_diff produced another result"
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        apply_diff(original, diff)
+        times.append((time.perf_counter() - t) * 1000)
+    print(json.dumps(times))
+    """
+)
+
+
+def make_source() -> list[str]:
+    """Python-like code: repetitive lines (returns, blanks) so matching has real work."""
+    lines: list[str] = []
+    i = 0
+    while len(lines) < LINES:
+        lines += [
+            f"def handler_{i}(request, context):",
+            '    """Handle one request."""',
+            "    value = request.get('value')",
+            "    if value is None:",
+            "        return None",
+            f"    result = compute(value, {i})",
+            "    return result",
+            "",
+        ]
+        i += 1
+    return lines[:LINES]
+
+
+def make_edit(lines: list[str]) -> tuple[list[str], str, str]:
+    """The edited lines, the Codex patch body (chunks only) and nothing else."""
+    step = LINES // CHUNKS
+    after = list(lines)
+    chunks: list[str] = []
+    for k in range(CHUNKS):
+        # the "result = compute(...)" line of a handler, with 3 lines of context each side
+        start = (k * step) // 8 * 8
+        target = start + 5
+        assert lines[target].startswith("    result = compute(")
+        after[target] = lines[target].replace("compute(", "compute_fast(")
+        chunks.append("@@")
+        chunks += [f" {x}" for x in lines[target - 3 : target]]
+        chunks += [f"-{lines[target]}", f"+{after[target]}"]
+        chunks += [f" {x}" for x in lines[target + 1 : target + 4]]
+    return after, "\n".join(chunks) + "\n", ""
+
+
+def ensure_agents_venv() -> Path | None:
+    python = VENV / "bin" / "python"
+    if python.exists():
+        return python
+    print(f"creating a throwaway venv with openai-agents in {VENV} ...", flush=True)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "openai-agents"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    except (subprocess.CalledProcessError, OSError) as exc:
+        print(f"openai-agents unavailable ({exc}); its row is skipped")
+        shutil.rmtree(VENV, ignore_errors=True)
+        return None
+    return python
+
+
+def time_git_apply(work: Path, original: bytes, diff_path: Path, expected: bytes) -> list[float]:
+    target = work / "big.py"
+    times: list[float] = []
+    for _ in range(REPS):
+        target.write_bytes(original)
+        t = time.perf_counter()
+        subprocess.run(["git", "apply", str(diff_path)], cwd=work, check=True)
+        times.append((time.perf_counter() - t) * 1000)
+        assert target.read_bytes() == expected, "git apply produced another result"
+    return times
+
+
+def time_agents(python: Path, work: Path, expected_text: str, body: str) -> list[float] | None:
+    (work / "orig.txt").write_bytes((work / "big.py").read_bytes())
+    (work / "diff.txt").write_text(body)
+    (work / "expected.txt").write_text(expected_text)
+    (work / "runner.py").write_text(AGENTS_RUNNER)
+    out = subprocess.run(
+        [
+            str(python),
+            str(work / "runner.py"),
+            str(work / "orig.txt"),
+            str(work / "diff.txt"),
+            str(work / "expected.txt"),
+            str(REPS),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        print(f"apply_diff failed: {out.stderr.strip()[-500:]}")
+        return None
+    times: list[float] = json.loads(out.stdout)
+    return times
+
+
+async def time_socket(
+    ws: Path, original: bytes, patch_text: str, expected: bytes, diagnostics: bool, reps: int
+) -> list[float]:
+    target = ws / "big.py"
+    times: list[float] = []
+    async with running_daemon(ws) as daemon, daemon.client() as client:
+        for rep in range(reps + 2):
+            target.write_bytes(original)
+            t = time.perf_counter()
+            await client.call("apply_patch", {"patch": patch_text, "diagnostics": diagnostics})
+            elapsed = (time.perf_counter() - t) * 1000
+            assert target.read_bytes() == expected, "apply_patch produced another result"
+            if rep >= 2:  # the first calls warm imports and the diagnostics worker
+                times.append(elapsed)
+    return times
+
+
+def main() -> None:
+    base = Path(tempfile.mkdtemp(prefix="al-bap-"))
+    try:
+        asyncio.run(run(base))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def run(base: Path) -> None:
+    lines = make_source()
+    after, body, _ = make_edit(lines)
+    original = ("\n".join(lines) + "\n").encode()
+    expected = ("\n".join(after) + "\n").encode()
+    patch_text = f"*** Begin Patch\n*** Update File: big.py\n{body}*** End Patch\n"
+
+    ws = base / "ws"
+    ws.mkdir()
+    git_dir = base / "git"
+    git_dir.mkdir()
+    (git_dir / "big.py").write_bytes(original)
+    (base / "after.py").write_bytes(expected)
+    diff = subprocess.run(
+        ["git", "diff", "--no-index", "--no-prefix", "big.py", "../after.py"],
+        cwd=git_dir,
+        capture_output=True,
+    ).stdout.decode()
+    diff = diff.replace("--- big.py", "--- a/big.py").replace("+++ ../after.py", "+++ b/big.py")
+    diff_path = base / "change.diff"
+    diff_path.write_text(diff)
+    print(
+        f"file: {LINES} lines, {len(original) / 1e6:.2f} MB; {CHUNKS} chunks; "
+        f"patch {len(patch_text)} chars; unified diff {len(diff)} chars; {REPS} reps, median"
+    )
+
+    git_times = time_git_apply(git_dir, original, diff_path, expected)
+    ours = await time_socket(ws, original, patch_text, expected, diagnostics=False, reps=REPS)
+    # With diagnostics the checks of a 50,000-line file dominate; a few reps show it.
+    ours_diag = await time_socket(
+        ws, original, patch_text, expected, diagnostics=True, reps=DIAGNOSTICS_REPS
+    )
+    python = ensure_agents_venv()
+    agents_times = None
+    if python is not None:
+        (git_dir / "big.py").write_bytes(original)
+        agents_times = time_agents(python, git_dir, expected.decode(), body)
+
+    git_ms = statistics.median(git_times)
+    agents_ms = statistics.median(agents_times) if agents_times else float("nan")
+    rows: list[list[object]] = []
+
+    def row(name: str, times: list[float]) -> None:
+        ms = statistics.median(times)
+        rows.append([name, ms, min(times), ms / git_ms, ms / agents_ms])
+
+    row("airlockd apply_patch over socket (diagnostics off)", ours)
+    row("airlockd apply_patch over socket (diagnostics on)", ours_diag)
+    row("git apply (subprocess)", git_times)
+    if agents_times:
+        row("openai-agents apply_diff (in-process, no I/O)", agents_times)
+    print(
+        table(
+            ["implementation", "median ms", "min ms", "ratio vs git apply", "ratio vs apply_diff"],
+            rows,
+        )
+    )
+    print(
+        "targets: airlockd (diagnostics off) ratio vs git apply < 1.0, ratio vs apply_diff <= 1.5"
+    )
+    if os.environ.get("BENCH_JSON"):
+        print(json.dumps({"rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
