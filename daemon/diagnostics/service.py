@@ -12,156 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.daemon.diagnostics import git_diff, types
-from airlock.daemon.diagnostics.baseline import new_findings
 from airlock.daemon.diagnostics.expand import MAX_FILES, expand
 from airlock.daemon.diagnostics.model import (
-    MAX_DIAGNOSTICS,
     CheckResult,
     Finding,
     finding,
 )
 from airlock.daemon.diagnostics.procs import CheckTimeout, CheckUnavailable
+from airlock.daemon.diagnostics.report import Results, capped, skip, skipped_entries
+from airlock.daemon.diagnostics.tracker import EditTracker
 from airlock.daemon.diagnostics.worker_client import WorkerClient, WorkerGone
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
     ALL_CHECKS,
     CheckName,
-    Diagnostic,
     DiagnosticsOutput,
-    SkippedCheck,
 )
 
-Results = dict[str, CheckResult]
-_MAX_LISTED_PATHS = 5
 _MEMO_FILES = 256
 
-
-def _listing(paths: Sequence[str]) -> str:
-    shown = ", ".join(paths[:_MAX_LISTED_PATHS])
-    more = len(paths) - _MAX_LISTED_PATHS
-    return shown + (f" and {more} more" if more > 0 else "")
-
-
-def _skip(result: CheckResult, reason: str, displays: Sequence[str]) -> None:
-    result.skipped.append(f"{reason} ({_listing(displays)})" if displays else reason)
-    result.skipped_paths.update(displays)
-
-
-def _capped(
-    results: Results, checks: Sequence[str], findings: dict[str, list[Finding]]
-) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
-    for check in checks:
-        ordered = sorted(
-            findings.get(check, []),
-            key=lambda f: (f.diagnostic.path, f.diagnostic.line, f.diagnostic.column),
-        )
-        out.extend(f.diagnostic.to_wire() for f in ordered[:MAX_DIAGNOSTICS])
-        if len(ordered) > MAX_DIAGNOSTICS:
-            results[check].skipped.append(
-                f"only the first {MAX_DIAGNOSTICS} of {len(ordered)} {check} diagnostics are shown"
-            )
-    return out
-
-
-def _skipped_entries(
-    results: Results, checks: Sequence[str], *, with_not_applicable: bool
-) -> list[SkippedCheck]:
-    entries: list[SkippedCheck] = []
-    for check in checks:
-        result = results[check]
-        for reason in dict.fromkeys(result.skipped):
-            entries.append(SkippedCheck(check=check, reason=reason))
-        if with_not_applicable and not result.ran and not result.skipped:
-            what = _listing(result.not_applicable) if result.not_applicable else "these paths"
-            entries.append(SkippedCheck(check=check, reason=f"not applicable to {what}"))
-    return entries
-
-
-def _cancel_soon(task: asyncio.Task[Results], loop: asyncio.AbstractEventLoop) -> None:
-    if not task.done() and not loop.is_closed():
-        loop.call_soon_threadsafe(task.cancel)
-
-
-class EditTracker:
-    """Baseline before an edit, the new problems after it.
-
-    ``start`` launches the baseline as a task so it overlaps the edit's own
-    planning; ``before_write`` waits for it (the files must not change under
-    it); ``finish`` checks the written files and subtracts. Disabled, every
-    method returns at once and nothing is spawned.
-    """
-
-    def __init__(
-        self, service: DiagnosticsService, paths: Sequence[ResolvedPath], enabled: bool
-    ) -> None:
-        self.service = service
-        self.paths = list(paths)
-        self.enabled = enabled
-        self._baseline: asyncio.Task[Results] | None = None
-
-    async def start(self) -> None:
-        """Begin the baseline; called before validation so the two overlap."""
-        if self.enabled and self._baseline is None:
-            self._baseline = asyncio.create_task(
-                self.service.collect(self.paths, self.service.edit_checks, reuse_types=True)
-            )
-            # An edit that fails before writing drops its tracker without finishing:
-            # the baseline is then useless, and its checker processes are killed.
-            weakref.finalize(self, _cancel_soon, self._baseline, asyncio.get_running_loop())
-
-    async def before_write(self) -> None:
-        """Wait for the baseline; called right before the first byte is written."""
-        await self._wait_baseline()
-
-    async def _wait_baseline(self) -> Results | None:
-        """The baseline, or None when it was cancelled (``cancel``) and we were not."""
-        if self._baseline is None:
-            return None
-        try:
-            return await asyncio.shield(self._baseline)
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if self._baseline.cancelled() and (current is None or not current.cancelling()):
-                return None
-            raise
-
-    def cancel(self) -> None:
-        """Abandon the baseline (the edit failed before writing); its checkers are killed."""
-        if self._baseline is not None and not self._baseline.done():
-            self._baseline.cancel()
-
-    async def finish(self) -> tuple[list[Diagnostic], list[SkippedCheck]]:
-        if not self.enabled:
-            return [], []
-        checks = self.service.edit_checks
-        self.service.generation += 1  # a write happened: remembered type results are stale
-        before = await self._wait_baseline()
-        if before is None:  # no baseline, no way to tell new from old: report nothing
-            return [], [SkippedCheck(check=c, reason="baseline: cancelled") for c in checks]
-        after = await self.service.collect(self.paths, checks)
-        findings: dict[str, list[Finding]] = {}
-        merged: Results = {}
-        for check in checks:
-            old, new = before[check], after[check]
-            blind = old.skipped_paths  # no baseline for these: their findings cannot be judged
-            candidates = [f for f in new.findings if f.diagnostic.path not in blind]
-            findings[check] = new_findings(old.findings, candidates)
-            result = CheckResult(check, ran=new.ran)
-            result.skipped = [
-                *new.skipped,
-                *(f"baseline: {r}" for r in old.skipped if r not in new.skipped),
-            ]
-            merged[check] = result
-        diagnostics = _capped(merged, checks, findings)
-        return diagnostics, _skipped_entries(merged, checks, with_not_applicable=False)
+__all__ = ["DiagnosticsService", "EditTracker"]
 
 
 class DiagnosticsService:
@@ -199,11 +75,11 @@ class DiagnosticsService:
                     "name subfolders or files to check the rest"
                 )
         findings: dict[str, list[Finding]] = {c: results[c].findings for c in wanted}
-        diagnostics = _capped(results, wanted, findings)
+        diagnostics = capped(results, wanted, findings)
         return DiagnosticsOutput(
             diagnostics=diagnostics,
             checks_run=[c for c in wanted if results[c].ran],
-            skipped=_skipped_entries(results, wanted, with_not_applicable=True),
+            skipped=skipped_entries(results, wanted, with_not_applicable=True),
         )
 
     def tracker(self, paths: Sequence[ResolvedPath], enabled: bool = True) -> EditTracker:
@@ -253,7 +129,7 @@ class DiagnosticsService:
                 _drop_checker_parse_errors(results)
         except Exception as exc:
             for result in results.values():
-                _skip(result, f"internal error: {exc!r}", [])
+                skip(result, f"internal error: {exc!r}", [])
         finally:
             for job in jobs:
                 job.cancel()  # only unfinished ones (an unexpected error, or our cancellation)
@@ -271,7 +147,7 @@ class DiagnosticsService:
             try:
                 tracked |= await git_diff.tracked_files(repo, members, self.timeout_s)
             except (CheckTimeout, CheckUnavailable) as exc:
-                _skip(results["git-diff"], _reason(exc), [files[m] for m in members])
+                skip(results["git-diff"], _reason(exc), [files[m] for m in members])
         return tracked
 
     def _git_jobs(
@@ -314,11 +190,11 @@ class DiagnosticsService:
                     continue
                 if state != "ok":
                     reason = "file too large" if state == "too_large" else str(answer.get("detail"))
-                    _skip(result, reason, [display])
+                    skip(result, reason, [display])
                     continue
                 part = answer.get("results", {}).get(check, {})
                 if part.get("error"):
-                    _skip(result, str(part["error"]), [display])
+                    skip(result, str(part["error"]), [display])
                 elif part.get("applicable"):
                     result.ran = True
                     result.findings.extend(
@@ -335,7 +211,7 @@ class DiagnosticsService:
         plan, digests = await asyncio.to_thread(_plan_and_digest, files)
         result.not_applicable.extend(plan.not_applicable)
         for reason, displays in plan.unavailable.items():
-            _skip(result, reason, displays)
+            skip(result, reason, displays)
 
         async def one(group: types.TypeGroup) -> None:
             remembered = [self._memo.get(real) for real in group.files] if reuse else []
@@ -430,7 +306,7 @@ async def _guarded(
     try:
         await body()
     except Exception as exc:
-        _skip(result, _reason(exc), displays)
+        skip(result, _reason(exc), displays)
 
 
 async def _guarded_many(
@@ -440,4 +316,4 @@ async def _guarded_many(
         await body()
     except Exception as exc:
         for check in checks:
-            _skip(results[check], _reason(exc), displays)
+            skip(results[check], _reason(exc), displays)
