@@ -295,7 +295,8 @@ def _parse_update(cur: _Cursor, path: str) -> UpdateFile:
         if line.startswith("***") or _is_header(line):
             break
         chunks.append(_parse_chunk(cur, path, first=not chunks))
-    if not chunks:
+    if not chunks and (move_to is None or move_to == path):
+        # A bare '*** Move to:' is a pure rename; anything else must change something.
         raise _fail(
             f"'{UPDATE} {path}' has no changes; add a chunk ('@@' then ' context', '-old', "
             "'+new' lines) or remove the section.",
@@ -391,3 +392,14 @@ def _check_distinct(ops: list[Operation]) -> None:
                     path=target,
                 )
             seen[target] = op.line_number
+    for target, line in seen.items():
+        parts = target.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent in seen:
+                raise _fail(
+                    f"{parent!r} (line {seen[parent]}) is a file in this patch, so {target!r} "
+                    "cannot lie under it; use separate patches.",
+                    line,
+                    path=target,
+                )

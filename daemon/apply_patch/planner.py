@@ -29,6 +29,7 @@ from airlock.daemon.errors import (
     Conflict,
     GeneratedFile,
     HunkNotFound,
+    InvalidRequest,
     IsDirectory,
     NotFound,
     PatchParseError,
@@ -62,6 +63,7 @@ class ResolvedOperation:
     op: Operation
     path: ResolvedPath
     move_to: ResolvedPath | None  # None also when the move target is the file itself
+    lexical: Path  # root / relative path, symlinks not followed
 
 
 @dataclass
@@ -129,7 +131,7 @@ def resolve_operations(
                     )
                 )
             owners[target.real] = str(raw)
-        out.append(ResolvedOperation(op, path, move_to))
+        out.append(ResolvedOperation(op, path, move_to, root.real / op.path))
     if errors:
         raise combine(errors)
     return out
@@ -171,7 +173,8 @@ def _plan_add(op: AddFile, target: ResolvedPath) -> PlannedChange:
     return PlannedChange("add", target, None, [write])
 
 
-def _plan_delete(ctx: ToolContext, target: ResolvedPath) -> PlannedChange:
+def _plan_delete(ctx: ToolContext, target: ResolvedPath, lexical: Path) -> PlannedChange:
+    _refuse_symlink(lexical, "deleting it", target.display)
     data = _read(ctx, target)
     write = PlannedWrite(
         target.real, before=data, after=None, display=target.display, mode=_mode(target.real)
@@ -179,22 +182,43 @@ def _plan_delete(ctx: ToolContext, target: ResolvedPath) -> PlannedChange:
     return PlannedChange("delete", target, None, [write])
 
 
+def _refuse_symlink(lexical: Path, what: str, display: str) -> None:
+    """Deleting or moving away a symlink's *target* is never what was meant."""
+    if os.path.islink(lexical):
+        raise InvalidRequest(
+            f"{display} is a symbolic link; {what} would act on the file it points to. Remove "
+            "or rename the link itself with exec (rm / mv).",
+            {"path": display},
+        )
+
+
 def _plan_update(
-    ctx: ToolContext, op: UpdateFile, source: ResolvedPath, dest: ResolvedPath | None
+    ctx: ToolContext,
+    op: UpdateFile,
+    source: ResolvedPath,
+    dest: ResolvedPath | None,
+    lexical: Path,
 ) -> tuple[PlannedChange | None, list[AirlockError]]:
+    if dest is not None:
+        _refuse_symlink(lexical, "moving it", op.path)
     data = _read(ctx, source)
-    decoded = decode(data, path=source.display)
     if dest is not None:
         _check_creatable(dest, "Move to")
-    result = ChunkPlacer(split_lines(decoded.text), source.display).place(op.chunks)
-    if result.failures:
-        return None, [
-            (HunkNotFound if f.code == "hunk_not_found" else AmbiguousMatch)(f.message, f.details)
-            for f in result.failures
-        ]
-    # Codex's rule, which its fixtures pin: an updated file always ends with a newline.
-    new_text = "\n".join(result.lines) + "\n" if result.lines else ""
-    after = decoded.encode(new_text)
+    if op.chunks:
+        decoded = decode(data, path=source.display)
+        result = ChunkPlacer(split_lines(decoded.text), source.display).place(op.chunks)
+        if result.failures:
+            return None, [
+                (HunkNotFound if f.code == "hunk_not_found" else AmbiguousMatch)(
+                    f.message, f.details
+                )
+                for f in result.failures
+            ]
+        # Codex's rule, which its fixtures pin: an updated file always ends with a newline.
+        new_text = "\n".join(result.lines) + "\n" if result.lines else ""
+        after = decoded.encode(new_text)
+    else:
+        after = data  # a bare Move to: the bytes move unchanged (binary files too)
     mode = _mode(source.real)
     if dest is None:
         writes = []
@@ -236,9 +260,9 @@ def plan_changes(ctx: ToolContext, ops: Sequence[ResolvedOperation]) -> list[Pla
             if isinstance(op, AddFile):
                 changes.append(_plan_add(op, item.path))
             elif isinstance(op, DeleteFile):
-                changes.append(_plan_delete(ctx, item.path))
+                changes.append(_plan_delete(ctx, item.path, item.lexical))
             else:
-                change, failures = _plan_update(ctx, op, item.path, item.move_to)
+                change, failures = _plan_update(ctx, op, item.path, item.move_to, item.lexical)
                 errors.extend(failures)
                 if change is not None:
                     changes.append(change)

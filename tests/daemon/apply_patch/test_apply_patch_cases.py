@@ -445,3 +445,35 @@ async def test_big_file_many_chunks(apply: Apply, ws: Path) -> None:
         expected[i] = f"changed {i}"
     await apply(patch(*body))
     assert (ws / "big.txt").read_text() == "\n".join(expected) + "\n"
+
+
+async def test_bare_move_is_a_byte_exact_rename(apply: Apply, ws: Path) -> None:
+    (ws / "raw.bin").write_bytes(b"\x00\x01no newline")
+    out = await apply(patch("*** Update File: raw.bin", "*** Move to: sub/raw.bin"))
+    assert out["files"] == [
+        {"operation": "move", "path": "sub/raw.bin", "previous_path": "raw.bin"}
+    ]
+    assert snapshot(ws) == {"sub": None, "sub/raw.bin": b"\x00\x01no newline"}
+    await refused(apply, patch("*** Update File: sub/raw.bin"), "patch_parse_error")
+
+
+async def test_delete_or_move_of_a_symlink_refused(apply: Apply, ws: Path) -> None:
+    (ws / "real.txt").write_text("r\n")
+    os.symlink(ws / "real.txt", ws / "link.txt")
+    await refused(apply, patch("*** Delete File: link.txt"), "invalid_request")
+    await refused(
+        apply,
+        patch("*** Update File: link.txt", "*** Move to: moved.txt", "@@", "-r", "+R"),
+        "invalid_request",
+    )
+    # updating through the link edits the file it points to, and keeps the link
+    await apply(patch("*** Update File: link.txt", "@@", "-r", "+R"))
+    assert (ws / "real.txt").read_text() == "R\n" and (ws / "link.txt").is_symlink()
+
+
+async def test_file_and_path_under_it_refused(apply: Apply, ws: Path) -> None:
+    err = await refused(
+        apply, patch("*** Add File: a", "+x", "*** Add File: a/b.txt", "+y"), "patch_parse_error"
+    )
+    assert "cannot lie under it" in err.message
+    assert snapshot(ws) == {}
