@@ -315,7 +315,7 @@ class ChunkPlacer:
             "hunk_not_found",
             f"{label}: the context hint '@@ {hint}' matches no line at or after line "
             f"{pos + 1}. The closest current lines are:\n{excerpt}\n"
-            "Re-read the file and rewrite only this hunk.",
+            "Next: re-read the file and rewrite only this hunk.",
             {
                 "path": self.display,
                 "chunk": chunk_number,
@@ -334,7 +334,7 @@ class ChunkPlacer:
             "hunk_not_found",
             f"{label}: these lines were not found{where}{after}:\n{_show(old, '  ')}\n"
             f"The closest current lines are:\n{excerpt}\n"
-            "Re-read the file and rewrite only this hunk.",
+            "Next: re-read the file and rewrite only this hunk.",
             {
                 "path": self.display,
                 "chunk": chunk_number,
@@ -358,7 +358,7 @@ class ChunkPlacer:
             f"{label}: these lines match {len(found)} places{how}, at lines "
             f"{', '.join(map(str, numbers[:50]))}:\n{_show(old, '  ')}\n"
             "Add an '@@ <line that starts the enclosing function or class>' hint or more "
-            "context lines so the chunk matches one place. Re-read the file and rewrite only "
+            "context lines so the chunk matches one place; re-read the file and rewrite only "
             "this hunk.",
             {"path": self.display, "chunk": chunk_number, "lines": numbers},
         )

@@ -71,7 +71,7 @@ async def test_errors_over_both_transports(tool_call: ToolCall, workspace_dir: P
             {"patch": patch("*** Update File: a.txt", "@@", "-three", "+four")},
         )
     assert info.value.code == "hunk_not_found"
-    assert "rewrite only this hunk" in info.value.message
+    assert "re-read the file and rewrite only this hunk" in info.value.message
     assert "1 | one" in info.value.message
     assert (workspace_dir / "a.txt").read_text() == "one\ntwo\n"
 
@@ -266,7 +266,7 @@ async def test_all_failures_collected(apply: Apply, ws: Path) -> None:
     )
     assert "2 problems" in err.message
     assert "a.txt: chunk 1" in err.message and "b.txt: chunk 2" in err.message
-    assert err.message.count("Re-read the file and rewrite only this hunk") == 2
+    assert err.message.count("re-read the file and rewrite only this hunk") == 2
     assert "1 | alpha" in err.message and "2 | delta" in err.message
     assert [f["path"] for f in err.details["failures"]] == ["a.txt", "b.txt"]
     assert not (ws / "c.txt").exists()
