@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,14 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workspace(ws: Path, tmp_path: Path) -> Workspace:
-    return Workspace(
+async def workspace(ws: Path, tmp_path: Path) -> AsyncIterator[Workspace]:
+    instance = Workspace(
         DaemonConfig(
             workspace=ws, artifacts_dir=tmp_path / "artifacts", state_dir=tmp_path / "state"
         )
     )
+    yield instance
+    await instance.ctx.diag.aclose()  # the diagnostics worker processes
 
 
 @pytest.fixture

@@ -477,3 +477,22 @@ async def test_file_and_path_under_it_refused(apply: Apply, ws: Path) -> None:
     )
     assert "cannot lie under it" in err.message
     assert snapshot(ws) == {}
+
+
+async def test_diagnostics_report_only_new_problems(apply: Apply, ws: Path) -> None:
+    (ws / "old.py").write_text("def g(:\n    pass\n")  # broken before the patch
+    out = await apply(
+        patch(
+            "*** Add File: new.py",
+            "+def f(:",
+            "+    pass",
+            "*** Update File: old.py",
+            "@@",
+            "-    pass",
+            "+    return 1",
+        )
+    )
+    assert {d["path"] for d in out["diagnostics"]} == {"new.py"}
+    assert any(d["check"] == "syntax" for d in out["diagnostics"])
+    quiet = await apply(patch("*** Add File: other.py", "+def h(:"), diagnostics=False)
+    assert quiet["diagnostics"] == []
