@@ -232,19 +232,22 @@ class ChunkPlacer:
                 continue
             chunk_lines = list(chunk.lines)
             old = [text for tag, text in chunk_lines if tag != "+"]
+            match_pass: MatchPass | None = None
+            found: list[int] = []
+            if old:
+                match_pass, found = self._locate(chunk, old, pos)
+                if not found and chunk_lines[-1] == (" ", ""):
+                    # A blank line closing a chunk is as often a separator as context.
+                    chunk_lines.pop()
+                    old.pop()
+                    if old:
+                        match_pass, found = self._locate(chunk, old, pos)
             if not old:
                 at = self._insertion_point(chunk, hint_line, pos)
                 edits.append(Edit(at, 0, [text for _, text in chunk_lines]))
                 if hint_line is not None or chunk.range_start is not None:
                     cursor = at
                 continue
-            match_pass, found = self._locate(chunk, old, pos)
-            if not found and chunk_lines[-1] == (" ", ""):
-                # A blank line closing a chunk is as often a separator as context.
-                chunk_lines.pop()
-                old.pop()
-                if old:
-                    match_pass, found = self._locate(chunk, old, pos)
             if not found or match_pass is None:
                 failures.append(self._not_found(label, number, chunk, old, pos))
                 continue

@@ -496,3 +496,13 @@ async def test_diagnostics_report_only_new_problems(apply: Apply, ws: Path) -> N
     assert any(d["check"] == "syntax" for d in out["diagnostics"])
     quiet = await apply(patch("*** Add File: other.py", "+def h(:"), diagnostics=False)
     assert quiet["diagnostics"] == []
+
+
+async def test_trailing_blank_line_of_a_chunk_is_a_separator(apply: Apply, ws: Path) -> None:
+    (ws / "a.py").write_text("def f():\n    return 1\n")
+    await apply(patch("*** Update File: a.py", "@@", "-    return 1", "+    return 2", ""))
+    assert (ws / "a.py").read_text() == "def f():\n    return 2\n"
+    # an addition-only chunk closed by a blank line is still a pure addition after its hint
+    (ws / "b.py").write_text("def f():\n    pass\ndef g():\n    pass\n")
+    await apply(patch("*** Update File: b.py", "@@ def f", "+    # note", ""))
+    assert (ws / "b.py").read_text() == "def f():\n    # note\n    pass\ndef g():\n    pass\n"
