@@ -8,6 +8,9 @@ One directory per apply under ``<state>/apply_patch/<workspace key>/<id>/``:
   the sha256 of what was there before and of what the patch writes, the mode,
   and the directories the patch creates.
 
+* ``lock``: ``flock``-ed by the writer for the journal's lifetime, so a
+  recovering daemon can tell a crashed writer's journal from a live one's.
+
 Removing ``journal.json`` is the commit point. On start-up, :func:`recover`
 rolls every journalled patch back: a target holding the patch's bytes gets its
 ``before`` back (or is removed if it was new), a target holding anything else
@@ -24,6 +27,7 @@ gets a "light" manifest, not fsynced, that only lets recovery sweep temp files.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -47,6 +51,7 @@ from airlock.daemon.fsio import (
 log = logging.getLogger(__name__)
 
 MANIFEST = "journal.json"
+LOCK = "lock"
 VERSION = 1
 
 
@@ -91,10 +96,17 @@ def missing_dirs(writes: Sequence[PlannedWrite]) -> list[str]:
 
 @dataclass
 class Journal:
-    """One apply's journal directory; ``close`` is the commit point."""
+    """One apply's journal directory; ``close`` is the commit point.
+
+    The writer holds an exclusive ``flock`` on the directory's ``lock`` file
+    until it closes the journal; the kernel drops it when the process dies. A
+    recovering daemon skips journals whose lock is still held, so a second
+    daemon on the same workspace never rolls back a live patch.
+    """
 
     directory: Path
     full: bool
+    lock_fd: int
 
     @classmethod
     def begin(
@@ -109,6 +121,8 @@ class Journal:
         root.mkdir(parents=True, exist_ok=True)
         directory = root / f"{time.time_ns():x}-{secrets.token_hex(4)}"
         directory.mkdir(mode=0o700)
+        lock_fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
         entries: list[dict[str, Any]] = []
         for n, write in enumerate(writes):
             blob = None
@@ -140,7 +154,7 @@ class Journal:
             fsync_dir(root)
         else:
             _write_plain(directory / MANIFEST, data)
-        return cls(directory, full)
+        return cls(directory, full, lock_fd)
 
     def close(self) -> None:
         """The commit point: the patch is done (or fully rolled back in-process)."""
@@ -150,6 +164,7 @@ class Journal:
             with contextlib.suppress(OSError):
                 fsync_dir(self.directory)
         shutil.rmtree(self.directory, ignore_errors=True)
+        os.close(self.lock_fd)
 
 
 def _write_plain(path: Path, data: bytes) -> None:
@@ -216,8 +231,34 @@ def _roll_back_entry(directory: Path, entry: dict[str, Any]) -> str:
     return "restored"
 
 
+def _held_by_live_writer(directory: Path) -> tuple[bool, int | None]:
+    """Take the journal's lock; ``True`` if a live process still holds it."""
+    try:
+        fd = os.open(directory / LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return False, None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return True, None
+    return False, fd
+
+
 def replay(directory: Path, extra_roots: Sequence[Path]) -> dict[str, str]:
     """Roll one journalled patch back; returns target -> outcome."""
+    busy, lock_fd = _held_by_live_writer(directory)
+    if busy:
+        log.warning("apply_patch recovery: %s belongs to a running process; skipped", directory)
+        return {}
+    try:
+        return _replay(directory, extra_roots)
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)
+
+
+def _replay(directory: Path, extra_roots: Sequence[Path]) -> dict[str, str]:
     manifest_path = directory / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_bytes())
@@ -263,7 +304,11 @@ def recover_all(root: Path, extra_roots: Sequence[Path]) -> list[dict[str, str]]
         return []
     results = []
     for directory in sorted(p for p in root.iterdir() if p.is_dir()):
-        outcome = replay(directory, extra_roots)
+        try:
+            outcome = replay(directory, extra_roots)
+        except OSError as exc:  # never keep the daemon from starting
+            log.error("apply_patch recovery: %s could not be replayed: %s", directory, exc)
+            continue
         if outcome:
             log.warning("apply_patch recovery: rolled back %s: %s", directory.name, outcome)
         results.append(outcome)

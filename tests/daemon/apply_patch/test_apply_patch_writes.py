@@ -156,7 +156,7 @@ async def test_recovery_rolls_a_half_applied_patch_back(ws: Path, workspace: Wor
         PlannedWrite(ws / "untouched.txt", before=b"t0\n", after=b"t1\n", display="untouched.txt"),
     ]
     root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
-    Journal.begin(
+    journal = Journal.begin(
         root,
         writes,
         created_dirs=[str(ws / "new"), str(ws / "new/deep")],
@@ -164,6 +164,7 @@ async def test_recovery_rolls_a_half_applied_patch_back(ws: Path, workspace: Wor
     )
     for w in writes[:3]:  # "killed" before the fourth write, with a temp file lying around
         apply_one(w)
+    os.close(journal.lock_fd)  # the writer dies: the kernel drops its lock
     (ws / f"{TEMP_MARKER}0123456789ab-untouched.txt").write_bytes(b"t1")
     assert not (ws / "del.txt").exists()
     await workspace.startup()
@@ -182,9 +183,10 @@ async def test_recovery_leaves_files_changed_since_the_crash(
         PlannedWrite(ws / "b.txt", before=b"b0\n", after=b"b1\n", display="b.txt"),
     ]
     root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
-    Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
+    journal = Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
     for w in writes:
         apply_one(w)
+    os.close(journal.lock_fd)
     (ws / "a.txt").write_text("edited after the crash\n")
     await workspace.startup()
     assert (ws / "a.txt").read_text() == "edited after the crash\n"
@@ -244,3 +246,24 @@ async def test_patches_on_one_root_are_serialised_and_reads_still_answer(
         assert read.model_dump()["content"] == "one\ntwo\n"
     await asyncio.gather(first, second)
     assert (ws / "a.txt").read_text() == "1\n2\n"
+
+
+async def test_recovery_skips_a_journal_held_by_a_live_writer(
+    ws: Path, workspace: Workspace
+) -> None:
+    (ws / "a.txt").write_text("a0\n")
+    (ws / "b.txt").write_text("b0\n")
+    writes = [
+        PlannedWrite(ws / "a.txt", before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(ws / "b.txt", before=b"b0\n", after=b"b1\n", display="b.txt"),
+    ]
+    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
+    journal = Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
+    apply_one(writes[0])  # another daemon is mid-patch
+    await workspace.startup()
+    assert (ws / "a.txt").read_text() == "a1\n"
+    assert _journals(workspace) == [journal.directory]
+    apply_one(writes[1])
+    journal.close()
+    assert _journals(workspace) == []
+    assert (ws / "b.txt").read_text() == "b1\n"
