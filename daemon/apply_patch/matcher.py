@@ -66,23 +66,6 @@ class AnchoredLineIndex(LineIndex):
     comparisons.
     """
 
-    def _index(self, match_pass: MatchPass) -> dict[str, list[int]]:
-        # Same table as the base class, built without ``setdefault(line, [])``,
-        # which allocates a throwaway list for every line (a third of the cost
-        # of planning 500 chunks on a 50,000-line file).
-        index = self._positions.get(match_pass)
-        if index is None:
-            index = {}
-            get = index.get
-            for i, line in enumerate(self.normalised(match_pass)):
-                bucket = get(line)
-                if bucket is None:
-                    index[line] = [i]
-                else:
-                    bucket.append(i)
-            self._positions[match_pass] = index
-        return index
-
     def find(
         self,
         needle: Sequence[str],
