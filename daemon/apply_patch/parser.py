@@ -341,21 +341,23 @@ def _parse_chunk(cur: _Cursor, path: str, *, first: bool) -> Chunk:
         )
     lines: list[tuple[Tag, str]] = []
     end_of_file = False
-    while not cur.at_end():
-        line = cur.line
-        if line.strip() == EOF_MARKER and not line.startswith((" ", "-", "+")):
-            if not lines:
-                break
-            end_of_file = True
-            cur.pos += 1
-            break
-        if line == "":
-            lines.append((" ", ""))
-        elif line[0] in " -+":
-            lines.append((line[0], line[1:]))  # type: ignore[arg-type]
+    # The hot loop of a big patch: plain locals, no per-line method calls.
+    body, i, n, append = cur.lines, cur.pos, len(cur.lines), lines.append
+    while i < n:
+        line = body[i]
+        if not line:
+            append((" ", ""))
         else:
-            break
-        cur.pos += 1
+            tag = line[0]
+            if tag == " " or tag == "-" or tag == "+":
+                append((tag, line[1:]))  # type: ignore[arg-type]
+            else:
+                if line.strip() == EOF_MARKER and lines:
+                    end_of_file = True
+                    i += 1
+                break
+        i += 1
+    cur.pos = i
     if not lines:
         got = repr(cur.line) if not cur.at_end() else "the end of the patch"
         raise _fail(
