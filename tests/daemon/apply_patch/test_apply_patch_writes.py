@@ -267,3 +267,28 @@ async def test_recovery_skips_a_journal_held_by_a_live_writer(
     journal.close()
     assert _journals(workspace) == []
     assert (ws / "b.txt").read_text() == "b1\n"
+
+
+async def test_symlink_swapped_in_after_planning_is_refused(
+    apply: Apply, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "sub").mkdir()
+    (ws / "keep.txt").write_text("k\n")
+    real_plan = engine._plan_changes
+
+    def plan_then_swap(*args: Any) -> Any:
+        planned = real_plan(*args)
+        (ws / "sub").rmdir()
+        os.symlink(outside, ws / "sub")
+        return planned
+
+    monkeypatch.setattr(engine, "_plan_changes", plan_then_swap)
+    with pytest.raises(AirlockError) as info:
+        await apply(
+            patch("*** Update File: keep.txt", "@@", "-k", "+K", "*** Add File: sub/new.txt", "+x")
+        )
+    assert info.value.code == "path_escape"
+    assert list(outside.iterdir()) == []
+    assert (ws / "keep.txt").read_text() == "k\n"
