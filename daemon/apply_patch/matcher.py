@@ -217,14 +217,17 @@ class ChunkPlacer:
             old = [text for tag, text in chunk_lines if tag != "+"]
             match_pass: MatchPass | None = None
             found: list[int] = []
+            # Models often repeat the hint line as the chunk's first context line;
+            # the chunk may then start on the hint line itself.
+            starts = (pos,) if hint_line is None else (pos, hint_line)
             if old:
-                match_pass, found = self._locate(chunk, old, pos)
+                match_pass, found = self._locate_from(chunk, old, starts)
                 if not found and chunk_lines[-1] == (" ", ""):
                     # A blank line closing a chunk is as often a separator as context.
                     chunk_lines.pop()
                     old.pop()
                     if old:
-                        match_pass, found = self._locate(chunk, old, pos)
+                        match_pass, found = self._locate_from(chunk, old, starts)
             if not old:
                 at = self._insertion_point(chunk, hint_line, pos)
                 edits.append(Edit(at, 0, [text for _, text in chunk_lines]))
@@ -260,6 +263,15 @@ class ChunkPlacer:
             at = chunk.range_start if chunk.range_count == 0 else chunk.range_start - 1
             return min(max(at, pos), len(self.lines))
         return len(self.lines)
+
+    def _locate_from(
+        self, chunk: Chunk, old: Sequence[str], starts: Sequence[int]
+    ) -> tuple[MatchPass | None, list[int]]:
+        for start in starts:
+            match_pass, found = self._locate(chunk, old, start)
+            if found:
+                return match_pass, found
+        return None, []
 
     def _locate(
         self, chunk: Chunk, old: Sequence[str], pos: int

@@ -506,3 +506,19 @@ async def test_trailing_blank_line_of_a_chunk_is_a_separator(apply: Apply, ws: P
     (ws / "b.py").write_text("def f():\n    pass\ndef g():\n    pass\n")
     await apply(patch("*** Update File: b.py", "@@ def f", "+    # note", ""))
     assert (ws / "b.py").read_text() == "def f():\n    # note\n    pass\ndef g():\n    pass\n"
+
+
+async def test_hint_repeated_as_first_context_line(apply: Apply, ws: Path) -> None:
+    (ws / "p.py").write_text(PYFILE)
+    await apply(
+        patch(
+            "*** Update File: p.py",
+            "@@ class B:",
+            " class B:",
+            "     def f(self):",
+            "-        return 1",
+            "+        return 7",
+        )
+    )
+    assert (ws / "p.py").read_text().endswith("class B:\n    def f(self):\n        return 7\n")
+    assert (ws / "p.py").read_text().count("return 1") == 1
