@@ -162,8 +162,9 @@ def test_init_container_installs_the_ca_and_the_proxy_serves_it_with_token_probe
         assert served.stdout == generated_cert(pod), "the provisioned CA was replaced"
 
         no_token = {k: v for k, v in run_env.items() if k != "AIRLOCK_CONTROL_TOKEN_FILE"}
+        # Health is open to probes; the CA and everything else need the token.
         refused = subprocess.run(
-            [sys.executable, str(CONTROL_GET), "/v1/health"],
+            [sys.executable, str(CONTROL_GET), "/v1/ca.pem"],
             env=no_token,
             capture_output=True,
             text=True,

@@ -36,9 +36,13 @@ async def test_tcp_control_requires_the_bearer_token(tcp_proxy: ProxyProcess) ->
     base = _base(tcp_proxy)
     async with aiohttp.ClientSession() as http:
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "Basic x"}):
+            # Health is open to probes; everything else needs the token.
             async with http.get(base + "/v1/health", headers=headers) as resp:
-                assert resp.status == 401
-                assert (await resp.json())["error"]["code"] == "unauthorized"
+                assert resp.status == 200
+            for route in ("/v1/ca.pem", "/metrics", "/v1/sessions/x/leases"):
+                async with http.get(base + route, headers=headers) as resp:
+                    assert resp.status == 401, route
+                    assert (await resp.json())["error"]["code"] == "unauthorized"
             async with http.post(base + "/v1/sessions", json={}, headers=headers) as resp:
                 assert resp.status == 401
         good = {"authorization": f"Bearer {tcp_proxy.control_token}"}
