@@ -40,6 +40,7 @@ from airlock.daemon.fsio import PlannedWrite, read_file_bytes
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.text import decode, split_lines
 
+MAX_LISTED_FAILURES = 30  # in the message; details.failures has every one
 OperationName = Literal["add", "update", "move", "delete"]
 
 # When failures of several kinds are collected, the error's code is the first
@@ -82,7 +83,10 @@ def combine(errors: Sequence[AirlockError]) -> AirlockError:
         return only
     rank = {cls: i for i, cls in enumerate(PRECEDENCE)}
     lead = min(errors, key=lambda e: rank.get(type(e), len(rank)))
-    body = "\n\n".join(f"{i}. {e.message}" for i, e in enumerate(errors, 1))
+    shown = errors[:MAX_LISTED_FAILURES]
+    body = "\n\n".join(f"{i}. {e.message}" for i, e in enumerate(shown, 1))
+    if len(errors) > len(shown):
+        body += f"\n\n... and {len(errors) - len(shown)} more (details.failures lists them)."
     return type(lead)(
         f"The patch has {len(errors)} problems; nothing was written.\n\n{body}",
         {"failures": [{"code": str(e.code), "message": e.message, **e.details} for e in errors]},

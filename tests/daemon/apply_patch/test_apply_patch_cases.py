@@ -522,3 +522,18 @@ async def test_hint_repeated_as_first_context_line(apply: Apply, ws: Path) -> No
     )
     assert (ws / "p.py").read_text().endswith("class B:\n    def f(self):\n        return 7\n")
     assert (ws / "p.py").read_text().count("return 1") == 1
+
+
+async def test_many_failures_are_listed_compactly(apply: Apply, ws: Path) -> None:
+    lines = [f"row {i}" for i in range(5_000)]
+    (ws / "rows.txt").write_text("\n".join(lines) + "\n")
+    body = ["*** Update File: rows.txt"]
+    for k in range(200):
+        body += ["@@", f" row {k * 20}", f"-row {k * 20 + 1} typo", f"+row {k * 20 + 1} fixed"]
+    err = await refused(apply, patch(*body), "hunk_not_found")
+    assert len(err.details["failures"]) == 200
+    assert "The patch has 200 problems" in err.message
+    assert "... and 170 more" in err.message
+    assert err.message.count("The closest current lines are:\n") == 30
+    assert err.message.count("(not shown: more than 10 chunks") == 20
+    assert "2 | row 1\n" in err.message  # the first failure's excerpt is numbered
