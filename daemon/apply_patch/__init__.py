@@ -16,7 +16,11 @@ from typing import TypeVar
 from airlock.daemon.apply_patch.committer import commit, failure_error
 from airlock.daemon.apply_patch.journal import journal_root, recover_all
 from airlock.daemon.apply_patch.parser import parse_patch
-from airlock.daemon.apply_patch.planner import PlannedChange, resolve_operations
+from airlock.daemon.apply_patch.planner import (
+    PlannedChange,
+    ResolvedOperation,
+    resolve_operations,
+)
 from airlock.daemon.apply_patch.planner import plan_changes as _plan_changes
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import InvalidRequest, NotFound, PathEscape
@@ -55,6 +59,15 @@ def _resolve_root(ctx: ToolContext, req: ApplyPatchInput) -> ResolvedPath:
     return root
 
 
+def _prepare(
+    ctx: ToolContext, req: ApplyPatchInput
+) -> tuple[ResolvedPath, list[ResolvedOperation]]:
+    """Parse and resolve (one worker-thread hop): nothing here needs the locks."""
+    ops = parse_patch(req.patch)
+    root = _resolve_root(ctx, req)
+    return root, resolve_operations(ctx, root, ops, req.granted_paths)
+
+
 def _allowed_roots(ctx: ToolContext, granted: Sequence[str]) -> list[Path]:
     roots = [ctx.roots.workspace, *ctx.roots.extra]
     roots.extend(Path(g) for g in granted if Path(g).is_absolute())
@@ -72,9 +85,7 @@ def _summary(changes: Sequence[PlannedChange]) -> str:
 
 
 async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutput:
-    ops = await asyncio.to_thread(parse_patch, req.patch)
-    root = await asyncio.to_thread(_resolve_root, ctx, req)
-    resolved_ops = await asyncio.to_thread(resolve_operations, ctx, root, ops, req.granted_paths)
+    root, resolved_ops = await asyncio.to_thread(_prepare, ctx, req)
     touched: list[ResolvedPath] = []
     for item in resolved_ops:
         touched.append(item.path)
