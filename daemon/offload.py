@@ -95,8 +95,10 @@ class ThreadHop:
             except BaseException as exc:  # handed to the awaiting coroutine, never lost
                 result = (False, exc)
             del fn, job
+            # Count as idle before waking the loop: once woken, the loop thread wants the
+            # GIL back, and every bytecode run here after the wake-up delays it.
+            with self._lock:
+                self._idle += 1
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
                 loop.call_soon_threadsafe(_settle, fut, *result)
             del fut, loop, result
-            with self._lock:
-                self._idle += 1

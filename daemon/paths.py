@@ -79,7 +79,39 @@ def real_path(candidate: Path) -> Path:
     appends the rest, and follows dangling links to their (outside) target, which
     is exactly the containment question we need answered.
     """
-    return Path(os.path.realpath(candidate))
+    return Path(real_path_str(os.fspath(candidate)))
+
+
+_O_PATH: int | None = getattr(os, "O_PATH", None)
+
+
+def real_path_str(candidate: str) -> str:
+    """``os.path.realpath(candidate)``, asking the kernel first when the path exists.
+
+    ``realpath`` lstats every component from ``/`` in Python (~15 µs for four
+    components, more for deep trees). For a path that exists, opening it with
+    ``O_PATH`` (no read access, no device or FIFO side effects, nothing
+    blocks on a FIFO) lets the kernel follow every link, and
+    ``/proc/self/fd/N`` names where it landed: the same answer in three
+    syscalls. Anything unusual (a missing or dangling path, a loop, no
+    ``/proc``, an unlinked or unreachable file) goes to ``os.path.realpath``,
+    so the result is always what ``realpath`` would say.
+    """
+    if _O_PATH is not None and candidate.startswith("/"):
+        try:
+            fd = os.open(candidate, _O_PATH | os.O_CLOEXEC)
+        except OSError:
+            pass
+        else:
+            try:
+                landed = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                landed = ""
+            finally:
+                os.close(fd)
+            if landed.startswith("/") and not landed.endswith(" (deleted)"):
+                return landed
+    return os.path.realpath(candidate)
 
 
 def _is_within(path: Path, root: Path) -> bool:
@@ -158,7 +190,7 @@ class Roots:
         # realpath normalises "//", "." and ".." itself, exactly as Path() + realpath did.
         if not expanded.startswith("/"):
             expanded = os.path.join(str(self.workspace), expanded)
-        resolved = os.path.realpath(expanded)
+        resolved = real_path_str(expanded)
         root = self._root_for_str(resolved, intent, granted)
         if root is None:
             raise PathEscape(
