@@ -206,7 +206,8 @@ def parse_patch(patch: str) -> list[Operation]:
             f"the patch is {len(patch)} characters, over the {MAX_PATCH_CHARS} limit; split it "
             "into several smaller patches."
         )
-    body, offset = _body(patch)
+    # A byte-order mark pasted in front of the patch is not part of the format.
+    body, offset = _body(patch.removeprefix("\ufeff"))
     cur = _Cursor(body, offset)
     while not cur.at_end():
         line = cur.line

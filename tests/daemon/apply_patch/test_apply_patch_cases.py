@@ -312,6 +312,8 @@ async def test_heredoc_and_environment_id(apply: Apply, ws: Path) -> None:
     await apply("*** Environment ID: abc123\n\n" + patch("*** Add File: e.txt", "+env"))
     assert (ws / "e.txt").read_text() == "env\n"
     await refused(apply, "hello\n" + patch("*** Add File: z.txt", "+z"), "patch_parse_error")
+    await apply("\ufeff" + patch("*** Add File: bom.txt", "+b"))
+    assert (ws / "bom.txt").read_text() == "b\n"
 
 
 async def test_content_after_end_refused(apply: Apply, ws: Path) -> None:
