@@ -87,7 +87,16 @@ def commit(
     recheck()
     verify_unchanged(writes)
     created = missing_dirs(writes)
-    journal = Journal.begin(journal_root, writes, created_dirs=created, allowed_roots=allowed_roots)
+    try:
+        journal = Journal.begin(
+            journal_root, writes, created_dirs=created, allowed_roots=allowed_roots
+        )
+    except OSError as exc:
+        raise Internal(
+            f"could not write the crash journal under {journal_root} ({exc}); nothing was "
+            "written. Free disk space or fix the daemon's --state-dir, then retry.",
+            {"journal": str(journal_root)},
+        ) from exc
     done: list[PlannedWrite] = []
     for write in writes:
         try:

@@ -292,3 +292,15 @@ async def test_symlink_swapped_in_after_planning_is_refused(
     assert info.value.code == "path_escape"
     assert list(outside.iterdir()) == []
     assert (ws / "keep.txt").read_text() == "k\n"
+
+
+def test_unwritable_journal_writes_nothing(tmp_path: Path) -> None:
+    a = tmp_path / "a.txt"
+    a.write_text("a0\n")
+    blocker = tmp_path / "state-is-a-file"
+    blocker.write_text("")
+    writes = [PlannedWrite(a, before=b"a0\n", after=b"a1\n", display="a.txt")]
+    with pytest.raises(AirlockError) as info:
+        commit(writes, journal_root=blocker / "j", allowed_roots=[tmp_path], recheck=lambda: None)
+    assert info.value.code == "internal" and "nothing was written" in info.value.message
+    assert a.read_text() == "a0\n"
