@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +65,14 @@ def files_and_edits(draw: st.DrawFn) -> tuple[list[str], list[Region], list[int]
     return lines, regions, contexts
 
 
-def render(path: str, lines: list[str], regions: list[Region], contexts: list[int]) -> str:
+def render(
+    path: str,
+    lines: list[str],
+    regions: list[Region],
+    contexts: list[int],
+    slip: Callable[[str], str] = lambda line: line,
+) -> str:
+    """The Codex patch for ``regions``; ``slip`` alters how old lines are quoted."""
     body = [f"*** Update File: {path}"]
     floor = 0  # chunks may not share context lines (a unified diff would merge them)
     for n, (region, ctx) in enumerate(zip(regions, contexts, strict=True)):
@@ -79,10 +88,10 @@ def render(path: str, lines: list[str], regions: list[Region], contexts: list[in
             body += ["@@", *(f"+{x}" for x in region.new)]
             continue
         body.append("@@")
-        body += [f" {x}" for x in before]
-        body += [f"-{x}" for x in lines[region.start : region.start + region.length]]
+        body += [f" {slip(x)}" for x in before]
+        body += [f"-{slip(x)}" for x in lines[region.start : region.start + region.length]]
         body += [f"+{x}" for x in region.new]
-        body += [f" {x}" for x in after]
+        body += [f" {slip(x)}" for x in after]
     return patch(*body)
 
 
@@ -101,6 +110,33 @@ def test_random_edits_plan_to_the_intended_lines(
     lines, regions, contexts = case
     ops = parse_patch(render("f.txt", lines, regions, contexts))
     assert len(ops) == 1 and isinstance(ops[0], UpdateFile)
+    result = ChunkPlacer(lines, "f.txt").place(ops[0].chunks)
+    assert result.failures == []
+    assert result.lines == intended(lines, regions)
+
+
+TYPOGRAPHIC_SLIPS = {"'": "\u2019", '"': "\u201c", "-": "\u2014", "...": "\u2026", " ": "\u00a0"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(files_and_edits(), st.randoms(use_true_random=False))
+def test_whitespace_and_typography_slips_still_apply_exactly(
+    case: tuple[list[str], list[Region], list[int]], rng: random.Random
+) -> None:
+    """A model's slips in old lines still land, and context keeps the file's own text."""
+    lines, regions, contexts = case
+
+    def slip(line: str) -> str:
+        choice = rng.randrange(3)
+        if choice == 1:
+            return line + " " * rng.randrange(1, 4)
+        if choice == 2:
+            for ascii_text, fancy in TYPOGRAPHIC_SLIPS.items():
+                line = line.replace(ascii_text, fancy)
+        return line
+
+    ops = parse_patch(render("f.txt", lines, regions, contexts, slip))
+    assert isinstance(ops[0], UpdateFile)
     result = ChunkPlacer(lines, "f.txt").place(ops[0].chunks)
     assert result.failures == []
     assert result.lines == intended(lines, regions)
