@@ -25,7 +25,13 @@ async def editing(
     async with ctx.locks.hold(p.real for p in paths):
         tracker = ctx.diag.tracker(paths, diagnostics)
         await tracker.start()
-        yield tracker
+        try:
+            yield tracker
+        except BaseException:
+            # The edit failed (or was cancelled) before finishing: nobody will
+            # collect the baseline, so stop its checkers now.
+            tracker.cancel()
+            raise
 
 
 async def write_all(
