@@ -225,7 +225,7 @@ def _plan_update(
         after = data  # a bare Move to: the bytes move unchanged (binary files too)
     mode = _mode(source.real)
     if dest is None:
-        writes = []
+        writes: list[PlannedWrite] = []
         if after != data:
             writes.append(
                 PlannedWrite(
