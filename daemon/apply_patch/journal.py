@@ -306,8 +306,12 @@ def recover_all(root: Path, extra_roots: Sequence[Path]) -> list[dict[str, str]]
     for directory in sorted(p for p in root.iterdir() if p.is_dir()):
         try:
             outcome = replay(directory, extra_roots)
-        except OSError as exc:  # never keep the daemon from starting
-            log.error("apply_patch recovery: %s could not be replayed: %s", directory, exc)
+        except Exception as exc:  # a damaged journal must never keep the daemon from starting
+            log.error(
+                "apply_patch recovery: %s could not be replayed (%r); left for inspection",
+                directory,
+                exc,
+            )
             continue
         if outcome:
             log.warning("apply_patch recovery: rolled back %s: %s", directory.name, outcome)

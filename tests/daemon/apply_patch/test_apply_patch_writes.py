@@ -304,3 +304,12 @@ def test_unwritable_journal_writes_nothing(tmp_path: Path) -> None:
         commit(writes, journal_root=blocker / "j", allowed_roots=[tmp_path], recheck=lambda: None)
     assert info.value.code == "internal" and "nothing was written" in info.value.message
     assert a.read_text() == "a0\n"
+
+
+async def test_damaged_journal_never_stops_start_up(ws: Path, workspace: Workspace) -> None:
+    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
+    damaged = root / "damaged"
+    damaged.mkdir(parents=True)
+    (damaged / MANIFEST).write_text('{"version": 1, "full": true, "entries": [{"no": "target"}]}')
+    await workspace.startup()
+    assert (damaged / MANIFEST).exists()  # left for inspection
