@@ -1,4 +1,12 @@
-"""Running a checker subprocess with a deadline, killing its whole group on the way out.
+"""Starting checker processes safely, and running one-shot checkers with a deadline.
+
+Why not ``asyncio.create_subprocess_exec``: on Python 3.11, a task cancelled
+while that call is connecting the pipes (an abandoned baseline, or the loop
+shutting down, which cancels the transport's internal pipe-connecting task
+too) can wait forever for the transport to finish, hanging the loop's
+shutdown. :func:`spawn` starts the process with ``subprocess.Popen`` (the same
+synchronous fork/exec asyncio does) and only then attaches the pipes; a
+cancellation at any point leaves a process we own and kill.
 
 Type checkers spawn their own children (basedpyright runs node); a timeout or
 a cancelled request must take all of them down, so each runs in its own
@@ -11,9 +19,13 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+STREAM_LIMIT = 64 * 1024 * 1024
+_REAP_WAIT_S = 5.0
 
 
 class CheckTimeout(Exception):
@@ -24,16 +36,142 @@ class CheckUnavailable(Exception):
     """The checker cannot run here (not installed, not executable); the message says why."""
 
 
+def kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class _Reading(asyncio.StreamReaderProtocol):
+    """A pipe protocol that keeps its reader alive.
+
+    ``StreamReaderProtocol`` holds its reader weakly; a task blocked in
+    ``readline`` would then be reachable only from its own owner, and a dropped
+    owner would let the garbage collector destroy the pending task. Holding the
+    reader strongly ties the task to the pipe, which the loop keeps alive.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(reader, loop=loop)
+        self.reader = reader
+
+
+@dataclass
+class Spawned:
+    """A child process with asyncio streams on its pipes."""
+
+    proc: subprocess.Popen[bytes]
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader | None = None
+    stdin: asyncio.WriteTransport | None = None
+    transports: list[asyncio.BaseTransport] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def write(self, data: bytes) -> None:
+        if self.stdin is None or self.stdin.is_closing():
+            raise ConnectionError("the process's input is closed")
+        self.stdin.write(data)
+
+    def kill(self) -> None:
+        """Kill the process group (idempotent); the pipes stay until :meth:`reap`."""
+        if self.proc.poll() is None:
+            kill_group(self.proc.pid)
+
+    def close_pipes(self) -> None:
+        for transport in self.transports:
+            transport.close()
+
+    async def reap(self) -> None:
+        """Kill, close our ends, collect the exit status (waits in a thread, briefly)."""
+        self.kill()
+        self.close_pipes()
+        with contextlib.suppress(BaseException):
+            await asyncio.to_thread(self._wait)
+
+    def _wait(self) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(_REAP_WAIT_S)
+
+
+def _popen(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str] | None,
+    stdin: bool,
+    stderr: bool,
+) -> subprocess.Popen[bytes]:
+    """fork/exec, synchronously: exactly what asyncio's own subprocess support does in the
+    loop thread (a few milliseconds), minus the cancellable pipe set-up in between."""
+    try:
+        return subprocess.Popen(
+            list(argv),
+            cwd=str(cwd),
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if stderr else subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise CheckUnavailable(f"cannot start {argv[0]}: {reason}") from exc
+
+
+async def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str] | None = None,
+    stdin: bool = True,
+    stderr: bool = False,
+    limit: int = STREAM_LIMIT,
+) -> Spawned:
+    """Start ``argv`` in its own session with piped stdout (and stdin/stderr if asked)."""
+    proc = _popen(argv, cwd=cwd, env=env, stdin=stdin, stderr=stderr)
+    loop = asyncio.get_running_loop()
+    spawned = Spawned(proc=proc, stdout=asyncio.StreamReader(limit=limit, loop=loop))
+    try:
+        assert proc.stdout is not None
+        transport, _ = await loop.connect_read_pipe(
+            lambda: _Reading(spawned.stdout, loop), proc.stdout
+        )
+        spawned.transports.append(transport)
+        if stderr:
+            assert proc.stderr is not None
+            spawned.stderr = asyncio.StreamReader(limit=limit, loop=loop)
+            err_reader = spawned.stderr
+            transport, _ = await loop.connect_read_pipe(
+                lambda: _Reading(err_reader, loop), proc.stderr
+            )
+            spawned.transports.append(transport)
+        if stdin:
+            assert proc.stdin is not None
+            writer, _ = await loop.connect_write_pipe(asyncio.Protocol, proc.stdin)
+            spawned.stdin = writer
+            spawned.transports.append(writer)
+    except BaseException:
+        spawned.kill()
+        spawned.close_pipes()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        raise
+    return spawned
+
+
 @dataclass(frozen=True)
 class Completed:
     returncode: int
     stdout: bytes
     stderr: bytes
-
-
-def kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 async def run_bounded(
@@ -45,28 +183,25 @@ async def run_bounded(
     env: Mapping[str, str] | None = None,
 ) -> Completed:
     """Run ``argv`` to completion or kill its process group after ``timeout_s``."""
+    spawned = await spawn(argv, cwd=cwd, env=env, stdin=stdin is not None, stderr=True)
+    assert spawned.stderr is not None
+    err_stream = spawned.stderr
+
+    async def communicate() -> tuple[bytes, bytes, int]:
+        if stdin is not None and spawned.stdin is not None:
+            spawned.stdin.write(stdin)
+            spawned.stdin.close()
+        out, err = await asyncio.gather(spawned.stdout.read(), err_stream.read())
+        code = await asyncio.to_thread(spawned.proc.wait)
+        return out, err, code
+
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=str(cwd),
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=dict(env) if env is not None else None,
-            start_new_session=True,
-        )
-    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        raise CheckUnavailable(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
+        out, err, code = await asyncio.wait_for(communicate(), timeout_s)
     except TimeoutError:
-        kill_group(proc.pid)
-        await proc.wait()
+        await spawned.reap()
         raise CheckTimeout(f"{Path(argv[0]).name} did not finish within {timeout_s:g}s") from None
     except BaseException:
-        kill_group(proc.pid)
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(proc.wait())
+        await asyncio.shield(spawned.reap())
         raise
-    kill_group(proc.pid)  # stragglers a checker left behind in its group
-    return Completed(proc.returncode if proc.returncode is not None else -1, out, err)
+    await spawned.reap()  # stragglers a checker left behind in its group; our pipe ends
+    return Completed(code, out, err)

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
-from airlock.daemon.diagnostics.procs import CheckTimeout, kill_group
+from airlock.daemon.diagnostics.procs import (
+    CheckTimeout,
+    CheckUnavailable,
+    Spawned,
+    kill_group,
+    spawn,
+)
 
 CHECK = "types"
 NO_RULE = "basedpyright"
@@ -36,7 +42,6 @@ MAX_SCANNED_ENTRIES = 200_000
 MAX_AGE_S = 900.0
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "dist", "build"})
 _SEVERITY: dict[int, Severity] = {1: "error", 2: "warning", 3: "info"}
-_STREAM_LIMIT = 64 * 1024 * 1024
 
 
 class LspUnavailable(Exception):
@@ -87,7 +92,7 @@ def _uri(path: Path) -> str:
 
 @dataclass
 class _Server:
-    proc: asyncio.subprocess.Process
+    proc: Spawned
     started: float
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     snapshot: dict[str, int] = field(default_factory=dict)
@@ -97,7 +102,7 @@ class _Server:
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None and self.reader is not None and not self.reader.done()
+        return self.proc.running and self.reader is not None and not self.reader.done()
 
 
 class PyrightServers:
@@ -238,19 +243,11 @@ class PyrightServers:
         if argv is None:
             raise LspUnavailable("basedpyright-langserver is not installed")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=str(root),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                limit=_STREAM_LIMIT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise LspUnavailable(f"cannot start basedpyright-langserver: {exc}") from exc
-        server = _Server(proc=proc, started=time.monotonic())
-        self._live.add(proc.pid)
+            spawned = await spawn(argv, cwd=root)
+        except CheckUnavailable as exc:
+            raise LspUnavailable(str(exc)) from exc
+        server = _Server(proc=spawned, started=time.monotonic())
+        self._live.add(spawned.pid)
         server.reader = asyncio.create_task(self._read(server, python))
         self._servers[root] = server
         try:
@@ -281,10 +278,7 @@ class PyrightServers:
 
     def _send(self, server: _Server, message: dict[str, Any]) -> None:
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
-        stdin = server.proc.stdin
-        if stdin is None or stdin.is_closing():
-            raise ConnectionError("the language server's input is closed")
-        stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        server.proc.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     def _notify(self, server: _Server, method: str, params: dict[str, Any]) -> None:
         self._send(server, {"method": method, "params": params})
@@ -298,7 +292,6 @@ class PyrightServers:
 
     async def _read(self, server: _Server, python: Path | None) -> None:
         stdout = server.proc.stdout
-        assert stdout is not None
         try:
             while True:
                 length = -1
@@ -319,17 +312,13 @@ class PyrightServers:
         except (ValueError, asyncio.IncompleteReadError, ConnectionError):
             return
         finally:
-            if server.proc.returncode is None:  # cancelled with its loop: do not outlive it
-                kill_group(server.proc.pid)
             self._live.discard(server.proc.pid)
-            with contextlib.suppress(BaseException):
-                if server.proc.stdin is not None:
-                    server.proc.stdin.close()
-                await server.proc.wait()
             gone = LspUnavailable("basedpyright-langserver exited")
             for future in server.pending.values():
                 if not future.done():
                     future.set_exception(gone)
+            # Also on cancellation (the loop shutting down): the server must not outlive it.
+            await server.proc.reap()
 
     def _dispatch(self, server: _Server, message: dict[str, Any], python: Path | None) -> None:
         method = message.get("method")
@@ -356,7 +345,7 @@ class PyrightServers:
     def _drop(self, root: Path) -> None:
         server = self._servers.pop(root, None)
         if server is not None:
-            kill_group(server.proc.pid)
+            server.proc.kill()
             self._live.discard(server.proc.pid)
 
     def _drop_all(self) -> None:
@@ -376,11 +365,9 @@ class PyrightServers:
         if self._loop is not asyncio.get_running_loop():
             return
         for server in servers:
-            with contextlib.suppress(Exception):
-                await server.proc.wait()
             if server.reader is not None:
                 with contextlib.suppress(BaseException):
-                    await server.reader
+                    await server.reader  # it reaps the process
 
 
 def _kill_all(pids: set[int]) -> None:

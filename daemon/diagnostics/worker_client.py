@@ -22,9 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics.procs import CheckTimeout, CheckUnavailable, kill_group
-
-_STREAM_LIMIT = 64 * 1024 * 1024
+from airlock.daemon.diagnostics.procs import CheckTimeout, Spawned, kill_group, spawn
 
 
 def _python_path() -> str:
@@ -46,14 +44,6 @@ class WorkerGone(Exception):
     """The worker exited (crashed or was killed) while a request was pending."""
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    """Close our end and wait for the exit, so the transport is finished inside its loop."""
-    with contextlib.suppress(BaseException):
-        if proc.stdin is not None:
-            proc.stdin.close()
-        await proc.wait()
-
-
 def _kill_all(pids: set[int]) -> None:
     """Finaliser of a dropped client: its worker must not outlive it."""
     for pid in list(pids):
@@ -64,17 +54,16 @@ def _kill_all(pids: set[int]) -> None:
 class _Channel:
     """One worker process and the requests waiting on it."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, live: set[int]) -> None:
-        self.proc = proc
+    def __init__(self, spawned: Spawned, live: set[int]) -> None:
+        self.spawned = spawned
         self.live = live
-        live.add(proc.pid)
+        live.add(spawned.pid)
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.reader: asyncio.Task[None] = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
-        assert self.proc.stdout is not None
         try:
-            while line := await self.proc.stdout.readline():
+            while line := await self.spawned.stdout.readline():
                 try:
                     answer = json.loads(line)
                 except ValueError:
@@ -88,25 +77,19 @@ class _Channel:
             # Also reached when the task is cancelled: asyncio.run and pytest-asyncio cancel
             # every task before closing the loop, so the worker never outlives its loop even
             # when nobody calls aclose (a Workspace in a reference cycle is freed late).
-            if self.proc.returncode is None:
-                kill_group(self.proc.pid)
-            self.live.discard(self.proc.pid)
-            await _reap(self.proc)
+            self.live.discard(self.spawned.pid)
             for future in list(self.pending.values()):
                 if not future.done():
                     future.set_exception(WorkerGone("the diagnostics worker exited"))
+            await self.spawned.reap()
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None and not self.reader.done()
+        return self.spawned.running and not self.reader.done()
 
     def kill(self) -> None:
-        if self.proc.returncode is None:
-            kill_group(self.proc.pid)
-        self.live.discard(self.proc.pid)
-        with contextlib.suppress(Exception):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
+        self.spawned.kill()
+        self.live.discard(self.spawned.pid)
 
 
 class WorkerClient:
@@ -131,7 +114,7 @@ class WorkerClient:
 
     @property
     def pid(self) -> int | None:
-        return self._channel.proc.pid if self._channel is not None else None
+        return self._channel.spawned.pid if self._channel is not None else None
 
     async def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one request; raises CheckTimeout, CheckUnavailable or WorkerGone."""
@@ -139,13 +122,10 @@ class WorkerClient:
         ident = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         channel.pending[ident] = future
-        stdin = channel.proc.stdin
-        assert stdin is not None
         try:
             try:
-                stdin.write((json.dumps({**payload, "id": ident}) + "\n").encode())
-                await stdin.drain()
-            except (BrokenPipeError, ConnectionResetError) as exc:
+                channel.spawned.write((json.dumps({**payload, "id": ident}) + "\n").encode())
+            except (BrokenPipeError, ConnectionError) as exc:
                 self._discard(channel)
                 raise WorkerGone("the diagnostics worker exited") from exc
             try:
@@ -171,20 +151,8 @@ class WorkerClient:
             if self._channel is not None and self._channel.alive:
                 return self._channel
             argv, env = self._command()
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.DEVNULL,
-                    cwd="/",
-                    env=env,
-                    limit=_STREAM_LIMIT,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise CheckUnavailable(f"cannot start {self.name}: {exc}") from exc
-            self._channel = _Channel(proc, self._live)
+            spawned = await spawn(argv, cwd="/", env=env)
+            self._channel = _Channel(spawned, self._live)
             return self._channel
 
     def _discard(self, channel: _Channel) -> None:
@@ -204,7 +172,5 @@ class WorkerClient:
         if self._loop is not asyncio.get_running_loop():
             return
         for channel in channels:
-            with contextlib.suppress(Exception):
-                await channel.proc.wait()
             with contextlib.suppress(BaseException):
-                await channel.reader
+                await channel.reader  # it reaps the process
