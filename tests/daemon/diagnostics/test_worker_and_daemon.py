@@ -185,3 +185,37 @@ def test_workers_die_with_their_event_loop(ws_dir: Path) -> None:
         time.sleep(0.025)
     else:
         raise AssertionError(f"still running after their loop closed: {alive}")
+
+
+def test_loop_shutdown_right_after_failed_edits_does_not_hang(tmp_path: Path) -> None:
+    """Failed edits abandon baselines mid-spawn; closing the loop then must not hang."""
+    import threading
+
+    from airlock.daemon.context import DaemonConfig
+    from airlock.daemon.errors import AirlockError
+    from airlock.daemon.protocol import FilePatchInput
+    from airlock.daemon.workspace import Workspace
+
+    ws_dir = tmp_path / "ws"
+    ws_dir.mkdir()
+    for name in ("a.py", "b.ts", "c.txt"):
+        (ws_dir / name).write_text("same\n")
+
+    async def main() -> int:
+        ws = Workspace(
+            DaemonConfig(workspace=ws_dir, artifacts_dir=tmp_path / "a", state_dir=tmp_path / "s")
+        )
+        failures = 0
+        for name in ("a.py", "b.ts", "c.txt") * 2:
+            try:
+                await ws.file_patch(FilePatchInput(path=name, old_string="same", new_string="same"))
+            except AirlockError:
+                failures += 1
+        return failures  # no aclose: the loop's shutdown must clean up alone
+
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(asyncio.run(main())), daemon=True)
+    runner.start()
+    runner.join(60)
+    assert not runner.is_alive(), "the event loop did not shut down"
+    assert outcome == [6]
