@@ -13,6 +13,7 @@ import bisect
 import difflib
 from collections.abc import Callable, Sequence
 from enum import StrEnum
+from typing import Literal
 
 
 class MatchPass(StrEnum):
@@ -117,21 +118,41 @@ class LineIndex:
         start: int = 0,
         end: int | None = None,
     ) -> list[int]:
-        """Every start position ``p`` in ``[start, end]`` where ``needle`` matches."""
+        """Every start position ``p`` in ``[start, end]`` where ``needle`` matches.
+
+        Anchors on the needle's rarest line: a first line that is blank or a
+        ``return`` occurs thousands of times in real code, which would make
+        hundreds of lookups on a big file cost O(chunks x occurrences).
+        """
         if not needle:
             return []
         norm = NORMALISERS[match_pass]
         wanted = [norm(x) for x in needle]
         hay = self.normalised(match_pass)
-        last_start = len(hay) - len(wanted)
+        size = len(wanted)
+        last_start = len(hay) - size
         if end is not None:
             last_start = min(last_start, end)
-        positions = self._index(match_pass).get(wanted[0], [])
+        if last_start < start:
+            return []
+        index = self._index(match_pass)
+        anchor = 0
+        anchor_positions: list[int] | None = None
+        for k, line in enumerate(wanted):
+            positions = index.get(line)
+            if positions is None:
+                return []
+            if anchor_positions is None or len(positions) < len(anchor_positions):
+                anchor, anchor_positions = k, positions
+                if len(positions) == 1:
+                    break
+        assert anchor_positions is not None
+        lo = bisect.bisect_left(anchor_positions, start + anchor)
+        hi = bisect.bisect_right(anchor_positions, last_start + anchor)
         found: list[int] = []
-        for p in positions[bisect.bisect_left(positions, start) :]:
-            if p > last_start:
-                break
-            if hay[p : p + len(wanted)] == wanted:
+        for q in anchor_positions[lo:hi]:
+            p = q - anchor
+            if hay[p : p + size] == wanted:
                 found.append(p)
         return found
 
@@ -158,6 +179,46 @@ class LineIndex:
             if hay[i].strip().startswith(wanted):
                 return i
         return None
+
+
+IndentShift = tuple[Literal["add", "remove"], str]
+
+
+def leading_whitespace(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def indent_shift(old: Sequence[str], matched: Sequence[str]) -> IndentShift | None:
+    """The one indentation change that maps ``old`` onto ``matched``, or None if none does.
+
+    Used when a match ignored leading whitespace: the replacement lines are
+    moved by the same shift, so a model's dedented snippet lands at the file's
+    indentation. ``("add", "")`` is the identity.
+    """
+    shifts: set[IndentShift] = set()
+    for want, have in zip(old, matched, strict=True):
+        if not want.strip():
+            continue
+        o, c = leading_whitespace(want), leading_whitespace(have)
+        if c.endswith(o):
+            shifts.add(("add", c[: len(c) - len(o)]))
+        elif o.endswith(c):
+            shifts.add(("remove", o[: len(o) - len(c)]))
+        else:
+            return None
+    if len(shifts) > 1:
+        return None
+    return shifts.pop() if shifts else ("add", "")
+
+
+def apply_shift(line: str, shift: IndentShift) -> str | None:
+    """``line`` moved by ``shift``; None when a removal does not fit this line."""
+    kind, unit = shift
+    if not line.strip() or not unit:
+        return line
+    if kind == "add":
+        return unit + line
+    return line[len(unit) :] if line.startswith(unit) else None
 
 
 def closest_excerpt(lines: Sequence[str], needle: Sequence[str], *, context: int = 2) -> str:

@@ -15,7 +15,6 @@ by it, the way ``file_patch`` re-indents.
 
 from __future__ import annotations
 
-import bisect
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,9 @@ from airlock.daemon.matching import (
     NORMALISERS,
     LineIndex,
     MatchPass,
+    apply_shift,
     fold_typography,
+    indent_shift,
 )
 
 HINT_PASSES = (MatchPass.EXACT, MatchPass.TYPOGRAPHIC)  # starts-with already trims
@@ -58,91 +59,6 @@ class ChunkResult:
     passes: list[MatchPass]
 
 
-class AnchoredLineIndex(LineIndex):
-    """:class:`LineIndex` whose ``find`` anchors on the needle's rarest line.
-
-    Same answers as the base class; the base anchors on the needle's first
-    line, which in real code is often a blank line or a ``return`` that occurs
-    thousands of times, so 500 chunks on a 50,000-line file would cost
-    O(chunks x occurrences) slice comparisons. Anchoring on the rarest line,
-    bounded on both sides by bisection, makes each lookup a handful of
-    comparisons.
-    """
-
-    def find(
-        self,
-        needle: Sequence[str],
-        match_pass: MatchPass,
-        start: int = 0,
-        end: int | None = None,
-    ) -> list[int]:
-        if not needle:
-            return []
-        norm = NORMALISERS[match_pass]
-        wanted = [norm(x) for x in needle]
-        hay = self.normalised(match_pass)
-        size = len(wanted)
-        last_start = len(hay) - size
-        if end is not None:
-            last_start = min(last_start, end)
-        if last_start < start:
-            return []
-        index = self._index(match_pass)
-        anchor = 0
-        anchor_positions: list[int] | None = None
-        for k, line in enumerate(wanted):
-            positions = index.get(line)
-            if positions is None:
-                return []
-            if anchor_positions is None or len(positions) < len(anchor_positions):
-                anchor, anchor_positions = k, positions
-                if len(positions) == 1:
-                    break
-        assert anchor_positions is not None
-        lo = bisect.bisect_left(anchor_positions, start + anchor)
-        hi = bisect.bisect_right(anchor_positions, last_start + anchor)
-        found: list[int] = []
-        for q in anchor_positions[lo:hi]:
-            p = q - anchor
-            if hay[p : p + size] == wanted:
-                found.append(p)
-        return found
-
-
-def _leading(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
-
-
-def _indent_offset(old: Sequence[str], matched: Sequence[str]) -> tuple[str, str] | None:
-    """The one (kind, unit) indentation change mapping ``old`` onto ``matched``, if any."""
-    offsets: set[tuple[str, str]] = set()
-    for want, have in zip(old, matched, strict=True):
-        if not want.strip():
-            continue
-        o, c = _leading(want), _leading(have)
-        if o == c:
-            offsets.add(("add", ""))
-        elif c.endswith(o):
-            offsets.add(("add", c[: len(c) - len(o)]))
-        elif o.endswith(c):
-            offsets.add(("remove", o[: len(o) - len(c)]))
-        else:
-            return None
-    if len(offsets) != 1:
-        return None
-    kind, unit = offsets.pop()
-    return None if not unit else (kind, unit)
-
-
-def _shift(line: str, offset: tuple[str, str] | None) -> str:
-    if offset is None or not line.strip():
-        return line
-    kind, unit = offset
-    if kind == "add":
-        return unit + line
-    return line[len(unit) :] if line.startswith(unit) else line
-
-
 def _replacement(
     chunk_lines: Sequence[tuple[str, str]],
     file_lines: Sequence[str],
@@ -153,7 +69,7 @@ def _replacement(
     offset = None
     if match_pass in (MatchPass.INDENTATION, MatchPass.TYPOGRAPHIC):
         old = [text for tag, text in chunk_lines if tag != "+"]
-        offset = _indent_offset(old, file_lines[start : start + len(old)])
+        offset = indent_shift(old, file_lines[start : start + len(old)])
     out: list[str] = []
     i = start
     for tag, text in chunk_lines:
@@ -163,7 +79,8 @@ def _replacement(
         elif tag == "-":
             i += 1
         else:
-            out.append(_shift(text, offset))
+            moved = apply_shift(text, offset) if offset is not None else None
+            out.append(text if moved is None else moved)
     return out
 
 
@@ -180,7 +97,7 @@ class ChunkPlacer:
     def __init__(self, lines: list[str], display: str) -> None:
         self.lines = lines
         self.display = display
-        self.index = AnchoredLineIndex(lines)
+        self.index = LineIndex(lines)
         self._folded_positions: dict[str, list[int]] | None = None
         self._joined: dict[MatchPass, tuple[str, list[int]]] = {}
 

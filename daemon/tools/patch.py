@@ -22,7 +22,13 @@ from airlock.daemon.errors import (
     StaleWrite,
 )
 from airlock.daemon.fsio import PlannedWrite, read_file_bytes, sha256_hex
-from airlock.daemon.matching import LineIndex, MatchPass, closest_excerpt
+from airlock.daemon.matching import (
+    LineIndex,
+    MatchPass,
+    apply_shift,
+    closest_excerpt,
+    indent_shift,
+)
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
     FileDiffPreviewInput,
@@ -51,38 +57,17 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def _leading(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
-
-
 def _reindent(old_lines: list[str], matched: list[str], new_lines: list[str]) -> list[str] | None:
-    """Shift ``new_lines`` by the one indentation offset between ``old_lines`` and ``matched``."""
-    offsets: set[tuple[str, str]] = set()
-    for old, cur in zip(old_lines, matched, strict=True):
-        if not old.strip():
-            continue
-        o, c = _leading(old), _leading(cur)
-        if c.endswith(o):
-            offsets.add(("add", c[: len(c) - len(o)]))
-        elif o.endswith(c):
-            offsets.add(("remove", o[: len(o) - len(c)]))
-        else:
-            return None
-    if len(offsets) > 1:
+    """``new_lines`` moved by the single indentation shift between ``old_lines`` and ``matched``."""
+    shift = indent_shift(old_lines, matched)
+    if shift is None:
         return None
-    if not offsets:
-        return list(new_lines)
-    kind, unit = offsets.pop()
     shifted: list[str] = []
     for line in new_lines:
-        if not line.strip():
-            shifted.append(line)
-        elif kind == "add":
-            shifted.append(unit + line)
-        elif line.startswith(unit):
-            shifted.append(line[len(unit) :])
-        else:
+        moved = apply_shift(line, shift)
+        if moved is None:
             return None
+        shifted.append(moved)
     return shifted
 
 
