@@ -241,7 +241,7 @@ async def test_server_starts_in_the_background_for_files_being_edited(
     await workspace.file_patch(
         FilePatchInput(path="e.py", old_string="B: int = 2", new_string="B: int = 20")
     )
-    for _ in range(600):  # the third check started one in the background
+    for _ in range(1800):  # the third check started one in the background
         if pyright.ready_roots():
             break
         await asyncio.sleep(0.05)
