@@ -82,6 +82,19 @@ class DiagnosticsService:
             skipped=skipped_entries(results, wanted, with_not_applicable=True),
         )
 
+    def describe(self) -> dict[str, object]:
+        """What the checks run with, for ``/v1/health``'s ``engines`` (blocking: a thread)."""
+        pyright = types.basedpyright_argv()
+        node = types.node_executable()
+        typescript = types.find_typescript(self.workspace / "x.ts", node)
+        return {
+            "syntax": "tree-sitter",
+            "python_types": pyright[0] if pyright else None,
+            "node": node,
+            "typescript": str(typescript) if typescript else None,
+            "timeout_s": self.timeout_s,
+        }
+
     def tracker(self, paths: Sequence[ResolvedPath], enabled: bool = True) -> EditTracker:
         return EditTracker(self, paths, enabled)
 

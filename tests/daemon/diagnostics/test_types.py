@@ -271,3 +271,10 @@ async def test_javascript_is_typed_only_under_a_config(
         )
     )
     assert [(d.line, d.code) for d in types_of(typed.diagnostics)] == [(2, "TS2339")]
+
+
+def test_describe_names_the_checkers(ws_dir: Path) -> None:
+    described = DiagnosticsService(ws_dir, timeout_s=7).describe()
+    assert described["syntax"] == "tree-sitter"
+    assert described["timeout_s"] == 7
+    assert set(described) == {"syntax", "python_types", "node", "typescript", "timeout_s"}
