@@ -7,6 +7,7 @@ against the tool's model and enforces the token scope.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -86,6 +87,7 @@ class Workspace:
         """Recover interrupted patches and decide engines, before serving."""
         await apply_patch_engine.recover(self.ctx)
         await resolve_engine(self.ctx)
+        self.ctx.engines["diagnostics"] = await asyncio.to_thread(self.ctx.diag.describe)
 
     # ------------------------------------------------------------ generic entry
 

@@ -45,6 +45,8 @@ async def test_auth_scopes(workspace_dir: Path, token_file: Path) -> None:
     async with running_daemon(workspace_dir, extra_args=["--token-file", str(token_file)]) as d:
         status, body = await raw(d.socket, "GET", "/v1/health")
         assert status == 200 and body["status"] == "ok"
+        assert body["engines"]["search"]["engine"] in ("rg", "grep")
+        assert body["engines"]["diagnostics"]["syntax"] == "tree-sitter"
         status, body = await raw(d.socket, "POST", "/v1/tools/file_read", json={"path": "a.txt"})
         assert status == 401 and body["error"]["code"] == "unauthorized"
         status, body = await raw(
