@@ -39,7 +39,7 @@ RUN pip wheel --no-deps --wheel-dir /wheels /src
 FROM base AS venv-sandbox
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/airlock \
- && for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install "${w}[daemon]"; done
+ && for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install "${w}[daemon,types]"; done
 
 FROM base AS venv-proxy
 COPY --from=wheel /wheels /wheels
