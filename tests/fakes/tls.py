@@ -106,9 +106,7 @@ class TestCA:
             .not_valid_after(now + dt.timedelta(days=7))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-            )
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
                 critical=False,
