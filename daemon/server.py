@@ -180,7 +180,9 @@ async def call_tool(request: web.Request) -> web.Response:
     finally:
         state.metrics.in_flight -= 1
         state.metrics.observe(name, outcome, time.monotonic() - started)
-    return web.Response(body=result.model_dump_json().encode(), content_type="application/json")
+    # The serializer's bytes go straight to the wire (model_dump_json would decode them to str).
+    body = result.__pydantic_serializer__.to_json(result)
+    return web.Response(body=body, content_type="application/json")
 
 
 def build_app(

@@ -92,8 +92,15 @@ def _open_for_read(resolved: ResolvedPath) -> int:
 
 
 def _read_rest(fd: int, size_hint: int) -> bytes:
-    """Everything from the current offset to end of file (which may have grown since fstat)."""
+    """Everything from the current offset to end of file (which may have grown since fstat).
+
+    Exactly ``size_hint`` bytes back from a request for one more means the file is
+    as ``fstat`` saw it, so the usual read is one syscall; anything else (a grown
+    file, a short read) reads on until end of file.
+    """
     chunk = os.read(fd, size_hint + 1)
+    if len(chunk) == size_hint:
+        return chunk
     parts = [chunk]
     while chunk:
         chunk = os.read(fd, 1 << 16)

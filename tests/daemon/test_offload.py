@@ -1,0 +1,104 @@
+"""ThreadHop: results, errors, cancellation, concurrency, idle exit and close."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from airlock.daemon.offload import ThreadHop
+
+
+def _worker_threads() -> int:
+    """Live hop workers in this process (other tests' workspaces may still have some)."""
+    return sum(1 for t in threading.enumerate() if t.name == "airlockd-io")
+
+
+async def test_result_runs_off_the_loop_thread() -> None:
+    hop = ThreadHop()
+    loop_thread = threading.get_ident()
+    try:
+        assert await hop.run(threading.get_ident) != loop_thread
+        assert await hop.run(lambda: 41 + 1) == 42
+    finally:
+        hop.close()
+
+
+async def test_exception_reaches_the_caller_unchanged() -> None:
+    hop = ThreadHop()
+    try:
+        with pytest.raises(FileNotFoundError, match="nope"):
+            await hop.run(lambda: open("/nonexistent/nope"))  # noqa: SIM115
+        assert await hop.run(lambda: "still working") == "still working"
+    finally:
+        hop.close()
+
+
+async def test_a_blocked_job_does_not_stall_the_others() -> None:
+    hop = ThreadHop(max_workers=4)
+    gate = threading.Event()
+    try:
+        blocked = asyncio.ensure_future(hop.run(lambda: gate.wait(10)))
+        await asyncio.sleep(0.05)
+        assert await asyncio.wait_for(hop.run(lambda: "quick"), 5) == "quick"
+        assert not blocked.done()
+        gate.set()
+        assert await blocked is True
+    finally:
+        gate.set()
+        hop.close()
+
+
+async def test_cancelled_caller_leaves_the_worker_usable() -> None:
+    hop = ThreadHop(max_workers=1)
+    gate = threading.Event()
+    try:
+        call = asyncio.ensure_future(hop.run(lambda: gate.wait(10)))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        gate.set()  # the job finishes after its caller is gone
+        assert await asyncio.wait_for(hop.run(lambda: "next"), 5) == "next"
+    finally:
+        gate.set()
+        hop.close()
+
+
+async def test_many_concurrent_calls_all_answer() -> None:
+    hop = ThreadHop(max_workers=3)
+    try:
+        results = await asyncio.gather(*(hop.run(lambda i=i: i * i) for i in range(200)))
+        assert results == [i * i for i in range(200)]
+    finally:
+        hop.close()
+
+
+async def test_idle_workers_exit_and_come_back() -> None:
+    before = _worker_threads()
+    hop = ThreadHop(max_workers=2, idle_seconds=0.1)
+    try:
+        await asyncio.gather(*(hop.run(lambda: time.sleep(0.05)) for _ in range(2)))
+        deadline = time.monotonic() + 5
+        while _worker_threads() > before and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert _worker_threads() <= before
+        assert await hop.run(lambda: "again") == "again"
+    finally:
+        hop.close()
+
+
+async def test_close_stops_workers_and_refuses_new_work() -> None:
+    before = _worker_threads()
+    hop = ThreadHop(max_workers=2)
+    await asyncio.gather(*(hop.run(lambda: time.sleep(0.02)) for _ in range(2)))
+    hop.close()
+    hop.close()  # idempotent
+    deadline = time.monotonic() + 5
+    while _worker_threads() > before and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert _worker_threads() <= before
+    with pytest.raises(RuntimeError, match="closed"):
+        await hop.run(lambda: None)
