@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from functools import partial
 
 import pytest
 
@@ -70,7 +71,7 @@ async def test_cancelled_caller_leaves_the_worker_usable() -> None:
 async def test_many_concurrent_calls_all_answer() -> None:
     hop = ThreadHop(max_workers=3)
     try:
-        results = await asyncio.gather(*(hop.run(lambda i=i: i * i) for i in range(200)))
+        results = await asyncio.gather(*(hop.run(partial(pow, i, 2)) for i in range(200)))
         assert results == [i * i for i in range(200)]
     finally:
         hop.close()
@@ -102,3 +103,26 @@ async def test_close_stops_workers_and_refuses_new_work() -> None:
     assert _worker_threads() <= before
     with pytest.raises(RuntimeError, match="closed"):
         await hop.run(lambda: None)
+
+
+async def test_sequential_calls_after_a_burst_reuse_the_last_worker() -> None:
+    hop = ThreadHop(max_workers=4)
+    try:
+        await asyncio.gather(*(hop.run(lambda: time.sleep(0.02)) for _ in range(4)))
+        idents = {await hop.run(threading.get_ident) for _ in range(20)}
+        assert len(idents) == 1  # last in, first out: the warm worker keeps the work
+    finally:
+        hop.close()
+
+
+async def test_close_still_runs_the_jobs_already_accepted() -> None:
+    hop = ThreadHop(max_workers=1)
+    gate = threading.Event()
+    first = asyncio.ensure_future(hop.run(lambda: gate.wait(10)))
+    await asyncio.sleep(0.02)
+    queued = [asyncio.ensure_future(hop.run(partial(int, i))) for i in range(5)]
+    await asyncio.sleep(0.02)
+    hop.close()
+    gate.set()
+    assert await first is True
+    assert await asyncio.gather(*queued) == list(range(5))
