@@ -14,10 +14,10 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 
-from airlock.daemon.errors import IsDirectory, NotFound, TooLarge
+from airlock.daemon.errors import Internal, IsDirectory, NotFound, StaleWrite, TooLarge
 
 TEMP_MARKER = ".airlock-tmp-"
 DEFAULT_FILE_MODE = 0o644
@@ -187,13 +187,61 @@ class CommitFailed(Exception):
         self.restored = restored
         self.unrestored = unrestored
 
+    def as_error(self) -> Internal:
+        """The model-facing error: what failed, what was rolled back, what could not be."""
+        return Internal(
+            f"writing {self.failed.display} failed ({self.cause}); "
+            + (
+                f"rolled back: {', '.join(self.restored)}. "
+                if self.restored
+                else "nothing had been written yet. "
+            )
+            + (
+                "could NOT roll back (changed by someone else meanwhile): "
+                f"{', '.join(self.unrestored)}. "
+                if self.unrestored
+                else ""
+            )
+            + "Fix the cause (permissions, disk space) and try again.",
+            {
+                "failed": self.failed.display,
+                "rolled_back": self.restored,
+                "not_rolled_back": self.unrestored,
+            },
+        )
+
 
 def _current_bytes(path: Path) -> bytes | None:
     try:
         with open(path, "rb") as handle:
             return handle.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    except FileNotFoundError:
         return None
+    except (IsADirectoryError, NotADirectoryError):
+        return b"\x00<not a regular file>"
+
+
+def verify_unchanged(plans: Sequence[PlannedWrite]) -> None:
+    """Every target still holds what was planned against (or is still absent).
+
+    Called under the file locks right before the first write, so an edit
+    planned against content that changed meanwhile writes nothing.
+    """
+    stale: list[str] = []
+    for plan in plans:
+        current = _current_bytes(plan.target)
+        if plan.before is None:
+            if current is not None or os.path.lexists(plan.target):
+                stale.append(f"{plan.display} (it now exists)")
+        elif current != plan.before:
+            stale.append(plan.display)
+    if stale:
+        raise StaleWrite(
+            f"{', '.join(stale)} changed while the edit was being prepared; re-read "
+            + ("it" if len(stale) == 1 else "them")
+            + " and try again. Nothing was written.",
+            {"paths": stale, "path": stale[0].removesuffix(" (it now exists)")},
+        )
 
 
 def apply_one(plan: PlannedWrite) -> None:
@@ -222,23 +270,32 @@ def undo_one(plan: PlannedWrite) -> bool:
     return True
 
 
-def commit_writes(plans: list[PlannedWrite]) -> None:
-    """Apply every plan in order; on failure undo what landed, in reverse order.
+def roll_back(done: Sequence[PlannedWrite]) -> tuple[list[str], list[str]]:
+    """Undo landed writes in reverse order; returns (restored, not restorable)."""
+    restored: list[str] = []
+    unrestored: list[str] = []
+    for landed in reversed(done):
+        try:
+            ok = undo_one(landed)
+        except OSError:
+            ok = False
+        (restored if ok else unrestored).append(landed.display)
+    return restored, unrestored
 
-    Raises :class:`CommitFailed` naming the restored and unrestorable files.
+
+def commit_writes(plans: list[PlannedWrite]) -> None:
+    """Check nothing changed since planning, apply every plan in order, and on
+    failure undo what landed, in reverse order.
+
+    Raises ``StaleWrite`` (nothing written) or :class:`CommitFailed` naming the
+    restored and unrestorable files.
     """
+    verify_unchanged(plans)
     done: list[PlannedWrite] = []
     for plan in plans:
         try:
             apply_one(plan)
         except OSError as exc:
-            restored: list[str] = []
-            unrestored: list[str] = []
-            for landed in reversed(done):
-                try:
-                    ok = undo_one(landed)
-                except OSError:
-                    ok = False
-                (restored if ok else unrestored).append(landed.display)
+            restored, unrestored = roll_back(done)
             raise CommitFailed(plan, exc, restored, unrestored) from exc
         done.append(plan)

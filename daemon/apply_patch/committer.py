@@ -24,50 +24,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from airlock.daemon.apply_patch.journal import Journal, missing_dirs
-from airlock.daemon.errors import Internal, StaleWrite
-from airlock.daemon.fsio import CommitFailed, PlannedWrite, apply_one, undo_one
-
-
-def _current(path: Path) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except (IsADirectoryError, NotADirectoryError):
-        return b"\x00<not a regular file>"
-
-
-def verify_unchanged(writes: Sequence[PlannedWrite]) -> None:
-    """Every target still holds what was planned against (or is still absent)."""
-    stale: list[str] = []
-    for write in writes:
-        current = _current(write.target)
-        if write.before is None:
-            if current is not None or os.path.lexists(write.target):
-                stale.append(f"{write.display} (it now exists)")
-        elif current != write.before:
-            stale.append(write.display)
-    if stale:
-        raise StaleWrite(
-            f"{', '.join(stale)} changed while the patch was being prepared; re-read "
-            + ("it" if len(stale) == 1 else "them")
-            + " and send the patch again. Nothing was written.",
-            {"paths": stale},
-        )
+from airlock.daemon.errors import Internal
+from airlock.daemon.fsio import CommitFailed, PlannedWrite, apply_one, verify_unchanged
+from airlock.daemon.fsio import roll_back as fsio_roll_back
 
 
 def roll_back(
     done: Sequence[PlannedWrite], created_dirs: Sequence[str]
 ) -> tuple[list[str], list[str]]:
-    restored: list[str] = []
-    unrestored: list[str] = []
-    for landed in reversed(done):
-        try:
-            ok = undo_one(landed)
-        except OSError:
-            ok = False
-        (restored if ok else unrestored).append(landed.display)
+    """fsio's roll back, then the directories this patch created, deepest first."""
+    restored, unrestored = fsio_roll_back(done)
     for made in reversed(created_dirs):
         with contextlib.suppress(OSError):
             os.rmdir(made)
@@ -111,23 +77,4 @@ def commit(
 
 def failure_error(exc: CommitFailed) -> Internal:
     """The model-facing error for a write that failed after others landed."""
-    return Internal(
-        f"writing {exc.failed.display} failed ({exc.cause}); "
-        + (
-            f"rolled back: {', '.join(exc.restored)}. "
-            if exc.restored
-            else "nothing had been written yet. "
-        )
-        + (
-            f"could NOT roll back (changed by someone else meanwhile): "
-            f"{', '.join(exc.unrestored)}. "
-            if exc.unrestored
-            else ""
-        )
-        + "Fix the cause (permissions, disk space) and send the patch again.",
-        {
-            "failed": exc.failed.display,
-            "rolled_back": exc.restored,
-            "not_rolled_back": exc.unrestored,
-        },
-    )
+    return exc.as_error()

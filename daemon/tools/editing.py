@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 
 from airlock.daemon.context import ToolContext
 from airlock.daemon.diagnostics.service import EditTracker
-from airlock.daemon.errors import Internal
 from airlock.daemon.fsio import CommitFailed, PlannedWrite, commit_writes
 from airlock.daemon.paths import ResolvedPath
 
@@ -47,18 +46,4 @@ async def write_all(
     try:
         await asyncio.shield(asyncio.to_thread(commit_writes, plans))
     except CommitFailed as exc:
-        raise Internal(
-            f"writing {exc.failed.display} failed ({exc.cause}); "
-            + (f"rolled back: {', '.join(exc.restored)}. " if exc.restored else "")
-            + (
-                f"could NOT roll back (changed by someone else): {', '.join(exc.unrestored)}. "
-                if exc.unrestored
-                else ""
-            )
-            + "Fix the cause (permissions, disk space) and retry.",
-            {
-                "failed": exc.failed.display,
-                "rolled_back": exc.restored,
-                "not_rolled_back": exc.unrestored,
-            },
-        ) from exc
+        raise exc.as_error() from exc

@@ -215,22 +215,6 @@ def plan_edits(ctx: ToolContext, edits: list[PatchEdit], granted: list[str]) -> 
     return list(plans.values())
 
 
-def verify_unchanged(plans: list[FilePlan]) -> None:
-    """Re-read right before writing: a file changed since planning is a stale write."""
-    for plan in plans:
-        try:
-            with open(plan.resolved.real, "rb") as handle:
-                current = handle.read()
-        except FileNotFoundError:
-            current = None
-        if current != plan.original:
-            raise StaleWrite(
-                f"{plan.resolved.display} changed while the edit was being prepared; "
-                "re-read it and retry. Nothing was written.",
-                {"path": plan.resolved.display},
-            )
-
-
 async def plan_in_thread(
     ctx: ToolContext, edits: list[PatchEdit], granted: list[str]
 ) -> list[FilePlan]:
@@ -293,7 +277,6 @@ async def file_multi_patch(ctx: ToolContext, req: FileMultiPatchInput) -> FileMu
     async with editing(ctx, unique, diagnostics=req.diagnostics) as tracker:
         plans = await plan_in_thread(ctx, req.edits, req.granted_paths)
         writes = [p.planned_write() for p in plans]
-        await asyncio.to_thread(verify_unchanged, plans)
         await write_all(ctx, tracker, writes, unique)
         found, skipped = await tracker.finish()
     return FileMultiPatchOutput(
