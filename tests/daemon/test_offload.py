@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
 import time
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +129,53 @@ async def test_close_still_runs_the_jobs_already_accepted() -> None:
     gate.set()
     assert await first is True
     assert await asyncio.gather(*queued) == list(range(5))
+
+
+def _eventfds() -> int:
+    fds = Path("/proc/self/fd")
+    count = 0
+    for entry in fds.iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(entry) == "anon_inode:[eventfd]"
+    return count
+
+
+def test_one_hop_serves_successive_event_loops_and_closes_its_eventfds() -> None:
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc to count descriptors")
+    before = _eventfds()
+    hop = ThreadHop()
+
+    async def use() -> list[int]:
+        return list(await asyncio.gather(*(hop.run(partial(pow, i, 3)) for i in range(20))))
+
+    assert asyncio.run(use()) == [i**3 for i in range(20)]
+    assert asyncio.run(use()) == [i**3 for i in range(20)]  # a new loop, a new channel
+
+    async def finish() -> None:
+        await hop.run(lambda: None)
+        hop.close()
+
+    asyncio.run(finish())
+    assert _eventfds() <= before
+
+
+async def test_errors_and_results_interleave_through_one_channel() -> None:
+    hop = ThreadHop(max_workers=4)
+
+    def job(i: int) -> int:
+        if i % 3 == 0:
+            raise ValueError(i)
+        return i
+
+    try:
+        outcomes = await asyncio.gather(
+            *(hop.run(partial(job, i)) for i in range(60)), return_exceptions=True
+        )
+        for i, outcome in enumerate(outcomes):
+            if i % 3 == 0:
+                assert isinstance(outcome, ValueError) and outcome.args == (i,)
+            else:
+                assert outcome == i
+    finally:
+        hop.close()
