@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -126,6 +127,13 @@ async def floor_server(base: Path, body: bytes) -> AsyncIterator[Path]:
 
 async def run(rounds: int, per_round: int, baseline_tree: Path | None) -> None:
     base = Path(tempfile.mkdtemp(prefix="al-b-"))
+    try:
+        await measure_all(base, rounds, per_round, baseline_tree)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def measure_all(base: Path, rounds: int, per_round: int, baseline_tree: Path | None) -> None:
     ws = base / "ws"
     ws.mkdir()
     (ws / "file.txt").write_text(("0123456789abcdef" * 4 + "\n") * 63)  # ~4 KiB
