@@ -39,14 +39,21 @@ class CappedStream:
         self._tail_len = 0
         self._spill: BinaryIO | None = None
 
-    def feed(self, data: bytes) -> None:
+    async def feed(self, data: bytes) -> None:
+        """Take one chunk; past the cap, the whole stream goes to the spill file.
+
+        Spill writes run in a worker thread, in order (one chunk awaited at a
+        time), so a chatty command never blocks the event loop on disk.
+        """
+        if self._spill is None and self.total + len(data) > self.cap:
+            earlier = bytes(self._head) if self.keep == "head" else b"".join(self._tail)
+            self._spill = await asyncio.to_thread(self._open_spill)
+            data_to_spill = earlier + data
+        else:
+            data_to_spill = data
         self.total += len(data)
-        if self._spill is None and self.total > self.cap:
-            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-            self._spill = open(self.spill_path, "wb")  # noqa: SIM115
-            self._spill.write(bytes(self._head) if self.keep == "head" else b"".join(self._tail))
         if self._spill is not None:
-            self._spill.write(data)
+            await asyncio.to_thread(self._spill.write, data_to_spill)
         if self.keep == "head":
             room = self.cap - len(self._head)
             if room > 0:
@@ -57,9 +64,13 @@ class CappedStream:
             while self._tail_len - len(self._tail[0]) >= self.cap:
                 self._tail_len -= len(self._tail.popleft())
 
-    def close(self) -> None:
+    def _open_spill(self) -> BinaryIO:
+        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+        return open(self.spill_path, "wb")
+
+    async def aclose(self) -> None:
         if self._spill is not None:
-            self._spill.close()
+            await asyncio.to_thread(self._spill.close)
 
     @property
     def truncated(self) -> bool:
@@ -74,7 +85,7 @@ async def _pump(reader: asyncio.StreamReader | None, sink: CappedStream) -> None
     if reader is None:
         return
     while chunk := await reader.read(_CHUNK):
-        sink.feed(chunk)
+        await sink.feed(chunk)
 
 
 async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
@@ -157,8 +168,9 @@ async def exec_tool(ctx: ToolContext, req: ExecInput) -> ExecOutput:
     finally:
         for task in pumps:
             task.cancel()
-        out.close()
-        err.close()
+        await asyncio.gather(*pumps, return_exceptions=True)
+        await out.aclose()
+        await err.aclose()
     code = proc.returncode
     spill: Path | None = None
     if out.truncated:
