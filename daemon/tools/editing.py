@@ -39,11 +39,20 @@ async def write_all(
     plans: list[PlannedWrite],
     resolved: Sequence[ResolvedPath],
 ) -> None:
-    """Write every plan or none; the error says what was rolled back."""
+    """Write every plan or none; the error says what was rolled back.
+
+    The re-check of each real path and the writes run in one worker thread
+    (both touch the file system); the shield lets a write that started finish
+    even if the client goes away.
+    """
     await tracker.before_write()
-    for path in resolved:
-        ctx.roots.recheck(path)
+
+    def recheck_and_commit() -> None:
+        for path in resolved:
+            ctx.roots.recheck(path)
+        commit_writes(plans)
+
     try:
-        await asyncio.shield(asyncio.to_thread(commit_writes, plans))
+        await asyncio.shield(asyncio.to_thread(recheck_and_commit))
     except CommitFailed as exc:
         raise exc.as_error() from exc

@@ -159,6 +159,7 @@ class FilePlan:
     original: bytes
     decoded: DecodedText
     text: str
+    mode: int  # read with the file, so writing needs no stat on the event loop
     replacements: int = 0
     matches: list[MatchKind] = field(default_factory=list)
 
@@ -175,7 +176,7 @@ class FilePlan:
             before=self.original,
             after=self.new_bytes,
             display=self.resolved.display,
-            mode=stat.S_IMODE(os.stat(self.resolved.real).st_mode),
+            mode=self.mode,
             create_dirs=False,
         )
 
@@ -185,7 +186,8 @@ def load_plan(ctx: ToolContext, resolved: ResolvedPath) -> FilePlan:
         resolved.real, display=resolved.display, max_bytes=ctx.config.max_text_bytes
     )
     decoded = decode(data, path=resolved.display)
-    return FilePlan(resolved=resolved, original=data, decoded=decoded, text=decoded.text)
+    mode = stat.S_IMODE(os.stat(resolved.real).st_mode)
+    return FilePlan(resolved=resolved, original=data, decoded=decoded, text=decoded.text, mode=mode)
 
 
 def plan_edits(ctx: ToolContext, edits: list[PatchEdit], granted: list[str]) -> list[FilePlan]:
