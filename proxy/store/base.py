@@ -73,6 +73,30 @@ class SessionRecord:
         )
 
 
+def _lease_json(
+    session_id: str, lease_id: str, expires_at: float, rules: tuple[LeaseRule, ...]
+) -> str:
+    """The stored form shared by a lease and its per-placeholder index entries."""
+    return json.dumps(
+        {
+            "session_id": session_id,
+            "lease_id": lease_id,
+            "expires_at": expires_at,
+            "rules": [r.model_dump(mode="json") for r in rules],
+        }
+    )
+
+
+def _lease_fields(raw: str | bytes) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(raw)
+    return {
+        "session_id": str(data["session_id"]),
+        "lease_id": str(data["lease_id"]),
+        "expires_at": float(data["expires_at"]),
+        "rules": tuple(LeaseRule.model_validate(r) for r in data["rules"]),
+    }
+
+
 @dataclass(frozen=True)
 class LeaseRecord:
     session_id: str
@@ -100,24 +124,11 @@ class LeaseRecord:
         )
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "session_id": self.session_id,
-                "lease_id": self.lease_id,
-                "expires_at": self.expires_at,
-                "rules": [r.model_dump(mode="json") for r in self.rules],
-            }
-        )
+        return _lease_json(self.session_id, self.lease_id, self.expires_at, self.rules)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> LeaseRecord:
-        data: dict[str, Any] = json.loads(raw)
-        return cls(
-            session_id=str(data["session_id"]),
-            lease_id=str(data["lease_id"]),
-            expires_at=float(data["expires_at"]),
-            rules=tuple(LeaseRule.model_validate(r) for r in data["rules"]),
-        )
+        return cls(**_lease_fields(raw))
 
 
 @dataclass(frozen=True)
@@ -133,24 +144,11 @@ class PlaceholderEntry:
         return self.expires_at > (now() if at is None else at)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "session_id": self.session_id,
-                "lease_id": self.lease_id,
-                "expires_at": self.expires_at,
-                "rules": [r.model_dump(mode="json") for r in self.rules],
-            }
-        )
+        return _lease_json(self.session_id, self.lease_id, self.expires_at, self.rules)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> PlaceholderEntry:
-        data: dict[str, Any] = json.loads(raw)
-        return cls(
-            session_id=str(data["session_id"]),
-            lease_id=str(data["lease_id"]),
-            expires_at=float(data["expires_at"]),
-            rules=tuple(LeaseRule.model_validate(r) for r in data["rules"]),
-        )
+        return cls(**_lease_fields(raw))
 
 
 class Store(ABC):
