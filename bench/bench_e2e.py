@@ -44,6 +44,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from bench.report import percentile, table
+from tests.fakes.net import free_port as _free_port
+from tests.fakes.net import wait_port as _wait_port
 
 WORKERS = 8
 REAL = "ghs_bench_e2e_real_token_" + "y" * 16
@@ -60,28 +62,6 @@ class Result:
 
 
 PHASES = ("create", "lease", "request", "delete")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            await writer.wait_closed()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("upstream did not start") from None
-            await asyncio.sleep(0.05)
 
 
 def _serve_upstream(cert: str, key: str, port: int) -> None:

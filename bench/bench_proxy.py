@@ -33,18 +33,12 @@ from pathlib import Path
 import aiohttp
 
 from bench.report import percentile, table
+from tests.fakes.net import free_port as _free_port
+from tests.fakes.net import wait_port as _wait_port
 
 CONCURRENCY = 16
 PLACEHOLDER = "airlock-gh-bench-placeholder-0001"
 REAL = "ghs_bench_real_token_" + "x" * 20
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- upstream subprocess ---------------------------------------------------------
@@ -61,24 +55,6 @@ def _serve_upstream(cert: str, key: str, port: int) -> None:
     app = web.Application()
     app.router.add_get("/{tail:.*}", hello)
     web.run_app(app, host="127.0.0.1", port=port, ssl_context=ctx, print=None, access_log=None)
-
-
-async def _wait_port(
-    port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 20
-) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            await writer.wait_closed()
-            return
-        except OSError:
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"process exited with {proc.returncode}") from None
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.05)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

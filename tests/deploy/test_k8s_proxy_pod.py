@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,17 +27,12 @@ import pytest
 from airlock.proxy import ca as proxy_ca
 from airlock.proxy.config import DEFAULT_INTERCEPT
 from tests.deploy.manifests import load_docs
+from tests.fakes.net import free_port as _free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROL_GET = REPO / "deploy" / "docker" / "control-get.py"
 PROXY_BIN = Path(sys.executable).with_name("airlock-proxy")
 TOKEN = "k8s-control-token-" + "z" * 24
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -15,7 +15,6 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import aiohttp
 import pytest
 
 from tests.deploy.manifests import load_docs
+from tests.fakes.net import free_port as _free_port
 from tests.fakes.tls import TestCA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,12 +35,6 @@ ENTRYPOINT = REPO / "deploy" / "docker" / "sandbox-entrypoint.sh"
 TOKEN = "sandbox-daemon-token-" + "q" * 20
 # ENV of the sandbox image (Dockerfile) that the template relies on.
 IMAGE_ENV = {"AIRLOCK_PROXY_CA": "/etc/airlock/proxy-ca.pem", "AIRLOCK_SOCKET_DIR": "/run/airlock"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _system_python() -> str:

@@ -42,14 +42,9 @@ from urllib.parse import urlsplit
 
 from airlock.client.proxy import ProxyClient
 from airlock.proxy.protocol import SessionInfo
+from tests.fakes.net import free_port
 
 PROXY_BIN = Path(sys.executable).with_name("airlock-proxy")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _health(control: str, token: str | None) -> bool:

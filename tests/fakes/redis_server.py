@@ -18,11 +18,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.fakes.net import free_port as _free_port
 
 
 def _ping(port: int) -> bool:
