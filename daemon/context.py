@@ -15,6 +15,7 @@ from typing import Any
 
 from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.fsio import PathLocks
+from airlock.daemon.identity import ExecUser
 from airlock.daemon.paths import (
     DEFAULT_GENERATED_DIRS,
     DEFAULT_GENERATED_FILES,
@@ -39,6 +40,8 @@ class DaemonConfig:
     max_image_bytes: int = 32 * 1024 * 1024
     search_timeout_s: float = 30.0
     diagnostics_timeout_s: float = 20.0
+    # Who agent programs run as (--exec-user); None runs them as the daemon's own user.
+    exec_user: ExecUser | None = None
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()
