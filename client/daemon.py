@@ -1,25 +1,36 @@
 """``DaemonClient``: the orchestrator's async client for airlockd.
 
-One typed method per tool, plus ``call(name, args)`` for generic dispatch (an
-LLM tool call is a name and a dict). Errors come back as the same
-:class:`~airlock.daemon.errors.AirlockError` subclasses the daemon raised,
-named after their codes, so ``except PathEscape`` works on both sides.
+One typed method per tool (generated from ``TOOL_SPECS`` into
+:mod:`airlock.client._methods`: keyword arguments with the model's types and
+docstrings, or the input model positionally), plus ``call(name, args)`` for
+generic dispatch and ``call_model(name, args)`` for arguments that came from a
+model (orchestrator-only fields refused, strict-mode shapes converted back).
+
+Every error is an :class:`~airlock.client.errors.ClientError`: tool refusals
+are the daemon's classes by code (``except PathEscape`` works on both sides),
+an unreachable daemon is :class:`DaemonUnavailable`, no answer in time is
+:class:`CallTimeout`. Timeouts by default: 5 s to connect, and for a call the
+tool's own timeout (``exec``'s ``timeout_s``) or its catalogue default, plus a
+margin.
 """
 
 from __future__ import annotations
 
 import json
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 from pydantic import BaseModel, TypeAdapter
 
-from airlock.daemon.errors import (
-    AirlockError,
+from airlock.client._methods import AsyncToolMethods
+from airlock.client.errors import (
     AmbiguousMatch,
     BinaryFile,
+    CallTimeout,
+    ClientError,
     Conflict,
+    DaemonUnavailable,
     Forbidden,
     GeneratedFile,
     HunkNotFound,
@@ -32,46 +43,29 @@ from airlock.daemon.errors import (
     StaleWrite,
     Timeout,
     TooLarge,
+    ToolError,
     Unauthorized,
     UnknownTool,
-    error_from_envelope,
+    tool_error,
 )
-from airlock.daemon.protocol import (
-    ApplyPatchInput,
-    ApplyPatchOutput,
-    DiagnosticsInput,
-    DiagnosticsOutput,
-    ExecInput,
-    ExecOutput,
-    FileDiffPreviewInput,
-    FileDiffPreviewOutput,
-    FileListInput,
-    FileListOutput,
-    FileMultiPatchInput,
-    FileMultiPatchOutput,
-    FileMultiReadInput,
-    FileMultiReadOutput,
-    FilePatchInput,
-    FilePatchOutput,
-    FileReadInput,
-    FileReadOutput,
-    FileSearchInput,
-    FileSearchOutput,
-    FileWriteInput,
-    FileWriteOutput,
-    HealthOutput,
-    ImageFile,
-    TextFile,
-    ToolInfo,
-    ToolInput,
-)
+from airlock.daemon.protocol import TOOLS_BY_NAME, HealthOutput, ToolInfo, ToolSpec
+
+# ``AirlockError`` is the client's ToolError: a subclass of the daemon's AirlockError
+# (so existing ``except AirlockError`` keeps catching) and of ClientError.
+AirlockError = ToolError
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_TIMEOUT_MARGIN_S",
     "AirlockError",
     "AmbiguousMatch",
     "BinaryFile",
+    "CallTimeout",
+    "ClientError",
     "Conflict",
     "DaemonClient",
+    "DaemonUnavailable",
     "Forbidden",
     "GeneratedFile",
     "HunkNotFound",
@@ -84,18 +78,51 @@ __all__ = [
     "StaleWrite",
     "Timeout",
     "TooLarge",
+    "ToolError",
     "Unauthorized",
     "UnknownTool",
 ]
 
-In = TypeVar("In", bound=ToolInput)
-Out = TypeVar("Out")
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+DEFAULT_CALL_TIMEOUT_S = 30.0  # service routes (health, tools, metrics)
+DEFAULT_TIMEOUT_MARGIN_S = 30.0
 
-_READ_ADAPTER: TypeAdapter[TextFile | ImageFile] = TypeAdapter(FileReadOutput)
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 
 
-class DaemonClient:
-    """Async client over a Unix socket (``socket=``) or TCP (``url=``)."""
+def _adapter(spec: ToolSpec) -> TypeAdapter[Any]:
+    adapter = _ADAPTERS.get(spec.name)
+    if adapter is None:
+        adapter = _ADAPTERS[spec.name] = TypeAdapter(spec.output_type)
+    return adapter
+
+
+def call_timeout(
+    spec: ToolSpec | None, body: dict[str, Any], margin_s: float, override_s: float | None
+) -> float:
+    """Seconds to wait for a call: ``override_s``, else the tool's own timeout plus margin."""
+    if override_s is not None:
+        return override_s
+    if spec is None:
+        return DEFAULT_CALL_TIMEOUT_S + margin_s
+    own: Any = spec.default_timeout_s
+    if spec.timeout_field is not None:
+        value = body.get(spec.timeout_field)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            own = value
+        else:
+            field = spec.input_model.model_fields.get(spec.timeout_field)
+            if field is not None and isinstance(field.default, int | float):
+                own = field.default
+    return float(own) + margin_s
+
+
+class DaemonClient(AsyncToolMethods):
+    """Async client over a Unix socket (``socket=``) or TCP (``url=``).
+
+    ``timeout_s`` fixes one total timeout for every call (as before);
+    without it each call waits for the tool's own timeout plus ``timeout_margin_s``.
+    """
 
     def __init__(
         self,
@@ -104,14 +131,25 @@ class DaemonClient:
         url: str | None = None,
         token: str | None = None,
         timeout_s: float | None = None,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        timeout_margin_s: float = DEFAULT_TIMEOUT_MARGIN_S,
+        service_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         if (socket is None) == (url is None):
             raise ValueError("give exactly one of socket= or url=")
         self._socket = socket
         self._base = (url or "http://airlockd").rstrip("/")
         self._token = token
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._override = timeout_s
+        self._connect = connect_timeout_s
+        self._margin = timeout_margin_s
+        self._service = service_timeout_s
         self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """Where this client talks to: ``unix:PATH`` or the base URL."""
+        return f"unix:{self._socket}" if self._socket is not None else self._base
 
     async def __aenter__(self) -> DaemonClient:
         return self
@@ -130,120 +168,127 @@ class DaemonClient:
             self._session = None
 
     def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
+        if self._session is None or self._session.closed:
             connector = (
                 aiohttp.UnixConnector(path=self._socket) if self._socket is not None else None
             )
             headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
             self._session = aiohttp.ClientSession(
-                connector=connector, headers=headers, timeout=self._timeout
+                connector=connector,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, connect=self._connect),
             )
         return self._session
 
-    async def _request(self, method: str, route: str, body: Any = None) -> Any:
+    async def _request(
+        self, method: str, route: str, body: Any = None, *, timeout_s: float | None = None
+    ) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        async with self._http().request(
-            method,
-            f"{self._base}{route}",
-            data=data,
-            headers={"Content-Type": "application/json"} if data is not None else None,
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise _error_from_response(resp.status, raw)
-            if resp.content_type == "application/json":
-                return json.loads(raw)
-            return raw.decode("utf-8", errors="replace")
+        total = timeout_s if timeout_s is not None else (self._override or self._service)
+        timeout = aiohttp.ClientTimeout(total=total, connect=self._connect)
+        try:
+            async with self._http().request(
+                method,
+                f"{self._base}{route}",
+                data=data,
+                headers={"Content-Type": "application/json"} if data is not None else None,
+                timeout=timeout,
+            ) as resp:
+                raw = await resp.read()
+                if resp.status >= 400:
+                    raise _error_from_response(resp.status, raw)
+                if resp.content_type == "application/json":
+                    return json.loads(raw)
+                return raw.decode("utf-8", errors="replace")
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise CallTimeout(
+                f"airlockd at {self.endpoint} did not answer {method} {route} within {total:g}s; "
+                "it may be stopped or overloaded (raise the timeout for long calls)"
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise DaemonUnavailable(
+                f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
+                "check that it runs and that the socket/URL is right"
+            ) from exc
 
     # ------------------------------------------------------------ service routes
 
     async def health(self) -> HealthOutput:
+        """The daemon's liveness, version, workspace and engines."""
         return HealthOutput.model_validate(await self._request("GET", "/v1/health"))
 
     async def tools(self) -> list[ToolInfo]:
+        """The tool catalogue (``GET /v1/tools``), for building model definitions."""
         data = await self._request("GET", "/v1/tools")
         return [ToolInfo.model_validate(t) for t in data["tools"]]
 
     async def openapi(self) -> dict[str, Any]:
+        """The OpenAPI 3.1 document of the daemon."""
         result: dict[str, Any] = await self._request("GET", "/v1/openapi.json")
         return result
 
     async def metrics(self) -> str:
+        """Prometheus metrics text."""
         result: str = await self._request("GET", "/metrics")
         return result
 
-    async def call(self, name: str, args: dict[str, Any] | BaseModel) -> dict[str, Any]:
+    # ------------------------------------------------------------ generic entries
+
+    async def call(
+        self, name: str, args: dict[str, Any] | BaseModel, *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """Call any tool by name with a dict (or model) of its input; returns the JSON output."""
         body = (
             args.model_dump(mode="json", exclude_unset=True)
             if isinstance(args, BaseModel)
             else args
         )
-        result: dict[str, Any] = await self._request("POST", f"/v1/tools/{name}", body)
+        limit = call_timeout(
+            TOOLS_BY_NAME.get(name), body, self._margin, timeout_s or self._override
+        )
+        result: dict[str, Any] = await self._request(
+            "POST", f"/v1/tools/{name}", body, timeout_s=limit
+        )
         return result
 
-    async def _typed(
-        self, name: str, model: type[In], req: In | None, kwargs: dict[str, Any], out: type[Out]
-    ) -> Out:
-        request = req if req is not None else model.model_validate(kwargs)
-        data = await self.call(name, request)
-        return TypeAdapter(out).validate_python(data)
+    async def call_model(
+        self, name: str, arguments: dict[str, Any] | str, *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Call a tool with the arguments a model sent (a dict or its JSON text).
 
-    # ------------------------------------------------------------ one method per tool
+        Orchestrator-only fields (``granted_paths``) are refused, nulls a strict-mode
+        model sends for omitted options are dropped and ``[{name, value}]`` maps are
+        turned back into objects (see :func:`airlock.client.tools.model_arguments`).
+        """
+        from airlock.client.tools import model_arguments
 
-    async def file_read(self, req: FileReadInput | None = None, **kw: Any) -> TextFile | ImageFile:
-        request = req if req is not None else FileReadInput.model_validate(kw)
-        return _READ_ADAPTER.validate_python(await self.call("file_read", request))
+        return await self.call(name, model_arguments(name, arguments), timeout_s=timeout_s)
 
-    async def file_multi_read(
-        self, req: FileMultiReadInput | None = None, **kw: Any
-    ) -> FileMultiReadOutput:
-        return await self._typed(
-            "file_multi_read", FileMultiReadInput, req, kw, FileMultiReadOutput
-        )
-
-    async def file_list(self, req: FileListInput | None = None, **kw: Any) -> FileListOutput:
-        return await self._typed("file_list", FileListInput, req, kw, FileListOutput)
-
-    async def file_search(self, req: FileSearchInput | None = None, **kw: Any) -> FileSearchOutput:
-        return await self._typed("file_search", FileSearchInput, req, kw, FileSearchOutput)
-
-    async def file_diff_preview(
-        self, req: FileDiffPreviewInput | None = None, **kw: Any
-    ) -> FileDiffPreviewOutput:
-        return await self._typed(
-            "file_diff_preview", FileDiffPreviewInput, req, kw, FileDiffPreviewOutput
-        )
-
-    async def diagnostics(
-        self, req: DiagnosticsInput | None = None, **kw: Any
-    ) -> DiagnosticsOutput:
-        return await self._typed("diagnostics", DiagnosticsInput, req, kw, DiagnosticsOutput)
-
-    async def file_write(self, req: FileWriteInput | None = None, **kw: Any) -> FileWriteOutput:
-        return await self._typed("file_write", FileWriteInput, req, kw, FileWriteOutput)
-
-    async def file_patch(self, req: FilePatchInput | None = None, **kw: Any) -> FilePatchOutput:
-        return await self._typed("file_patch", FilePatchInput, req, kw, FilePatchOutput)
-
-    async def file_multi_patch(
-        self, req: FileMultiPatchInput | None = None, **kw: Any
-    ) -> FileMultiPatchOutput:
-        return await self._typed(
-            "file_multi_patch", FileMultiPatchInput, req, kw, FileMultiPatchOutput
-        )
-
-    async def apply_patch(self, req: ApplyPatchInput | None = None, **kw: Any) -> ApplyPatchOutput:
-        return await self._typed("apply_patch", ApplyPatchInput, req, kw, ApplyPatchOutput)
-
-    async def exec(self, req: ExecInput | None = None, **kw: Any) -> ExecOutput:
-        return await self._typed("exec", ExecInput, req, kw, ExecOutput)
+    async def _tool(self, name: str, req: Any, kw: dict[str, Any]) -> Any:
+        spec = TOOLS_BY_NAME[name]
+        request = req if req is not None else _validate(spec, kw)
+        return _adapter(spec).validate_python(await self.call(name, request))
 
 
-def _error_from_response(status: int, raw: bytes) -> AirlockError:
+def _validate(spec: ToolSpec, kw: dict[str, Any]) -> BaseModel:
+    from pydantic import ValidationError
+
+    try:
+        return spec.input_model.model_validate(kw)
+    except ValidationError as exc:
+        parts = [
+            f"{'.'.join(str(x) for x in e['loc']) or 'input'}: {e['msg']}"
+            for e in exc.errors(include_url=False)[:10]
+        ]
+        raise InvalidRequest(
+            f"invalid input for {spec.name}: " + "; ".join(parts), {"tool": spec.name}
+        ) from None
+
+
+def _error_from_response(status: int, raw: bytes) -> ToolError:
     try:
         body = json.loads(raw)
         err = body["error"]
-        return error_from_envelope(err["code"], err["message"], err.get("details"))
+        return tool_error(err["code"], err["message"], err.get("details"))
     except (ValueError, KeyError, TypeError):
         return Internal(f"airlockd answered HTTP {status} without an error envelope")

@@ -252,3 +252,45 @@ def closest_excerpt(lines: Sequence[str], needle: Sequence[str], *, context: int
     hi = min(len(lines), best + max(len(needle), 1) + context)
     width = len(str(hi))
     return "\n".join(f"{n + 1:>{width}} | {lines[n]}" for n in range(lo, hi))
+
+
+def _blank_edges(parts: list[str]) -> tuple[int, int]:
+    lead = 0
+    while lead < len(parts) and not parts[lead].strip():
+        lead += 1
+    trail = 0
+    while trail < len(parts) - lead and not parts[len(parts) - 1 - trail].strip():
+        trail += 1
+    return lead, trail
+
+
+def _split_terminated(text: str) -> tuple[list[str], bool]:
+    parts = text.split("\n")
+    if len(parts) > 1 and parts[-1] == "":
+        return parts[:-1], True
+    return parts, False
+
+
+def trim_blank_edges(old: str, new: str) -> tuple[str, str] | None:
+    """The last tier of ``file_patch``: ``old`` without blank lines at its start or end.
+
+    Models often copy a stray blank line above or below the text they mean; when
+    no earlier tier matched, the edit is retried without those lines. ``new``
+    loses the same blank lines where it has them too (they were the same stray
+    context), so the file's own blank lines stay as they were. None when ``old``
+    has no blank edge line or is nothing but blank lines.
+    """
+    old_parts, old_nl = _split_terminated(old)
+    lead, trail = _blank_edges(old_parts)
+    if (lead == 0 and trail == 0) or lead + trail >= len(old_parts):
+        return None
+    core = old_parts[lead : len(old_parts) - trail]
+    new_parts, new_nl = _split_terminated(new)
+    new_lead, new_trail = _blank_edges(new_parts)
+    drop_lead = min(lead, new_lead)
+    drop_trail = min(trail, new_trail, len(new_parts) - drop_lead)
+    new_core = new_parts[drop_lead : len(new_parts) - drop_trail]
+    return (
+        "\n".join(core) + ("\n" if old_nl else ""),
+        "\n".join(new_core) + ("\n" if new_nl and new_core else ""),
+    )

@@ -114,8 +114,14 @@ FileReadOutput = Annotated[TextFile | ImageFile, Field(discriminator="kind")]
 
 
 class FileMultiReadInput(ToolInput):
-    paths: list[str] = Field(min_length=1, max_length=50)
-    budget_chars: int = Field(50000, ge=1, le=1000000, description="Shared by all files.")
+    paths: list[str] = Field(
+        min_length=1,
+        max_length=50,
+        description="Files to read (1 to 50), relative to the workspace or absolute inside it.",
+    )
+    budget_chars: int = Field(
+        50000, ge=1, le=1000000, description="Maximum characters of content, shared by all files."
+    )
 
 
 class FileReadError(ToolOutput):
@@ -164,7 +170,7 @@ class FileSearchInput(ToolInput):
         "files_with_matches",
         description="files_with_matches: paths; content: matching lines; count: per file.",
     )
-    case_insensitive: bool = False
+    case_insensitive: bool = Field(False, description="Match letters regardless of case.")
     fixed_strings: bool | None = Field(
         None, description="Literal match; automatic when the pattern has no regex metacharacter."
     )
@@ -206,8 +212,13 @@ class FileSearchOutput(ToolOutput):
 
 
 class DiagnosticsInput(ToolInput):
-    paths: list[str] = Field(min_length=1, max_length=200)
-    checks: list[CheckName] = Field(default_factory=lambda: list(ALL_CHECKS))
+    paths: list[str] = Field(
+        min_length=1, max_length=200, description="Files to check (1 to 200), workspace-relative."
+    )
+    checks: list[CheckName] = Field(
+        default_factory=lambda: list(ALL_CHECKS),
+        description="Which checks to run; all four when omitted.",
+    )
 
 
 class DiagnosticsOutput(ToolOutput):
@@ -220,9 +231,9 @@ class DiagnosticsOutput(ToolOutput):
 
 
 class FileWriteInput(EditingInput):
-    path: str
-    content: str
-    create_dirs: bool = True
+    path: str = Field(description="File to create or replace, relative to the workspace.")
+    content: str = Field(description="The whole new content of the file.")
+    create_dirs: bool = Field(True, description="Create missing parent directories.")
     expected_sha256: str | None = Field(
         None, description="Write only if the file's current sha256 is this (compare-and-swap)."
     )
@@ -241,15 +252,17 @@ class FileWriteOutput(EditOutput):
     diff: str
 
 
-MatchKind = Literal["exact", "trailing_whitespace", "indentation"]
+MatchKind = Literal["exact", "trailing_whitespace", "indentation", "blank_lines"]
 
 
 class FilePatchInput(EditingInput):
-    path: str
+    path: str = Field(description="File to edit, relative to the workspace.")
     old_string: str = Field(description="Text to replace; must match uniquely unless replace_all.")
-    new_string: str
-    replace_all: bool = False
-    expected_sha256: str | None = None
+    new_string: str = Field(description="Text to put in its place.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of one.")
+    expected_sha256: str | None = Field(
+        None, description="Edit only if the file's current sha256 is this (compare-and-swap)."
+    )
 
 
 class FilePatchOutput(EditOutput):
@@ -263,14 +276,16 @@ class FilePatchOutput(EditOutput):
 class PatchEdit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: str
-    old_string: str
-    new_string: str
-    replace_all: bool = False
+    path: str = Field(description="File to edit, relative to the workspace.")
+    old_string: str = Field(description="Text to replace; must match uniquely unless replace_all.")
+    new_string: str = Field(description="Text to put in its place.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of one.")
 
 
 class FileMultiPatchInput(EditingInput):
-    edits: list[PatchEdit] = Field(min_length=1, max_length=100)
+    edits: list[PatchEdit] = Field(
+        min_length=1, max_length=100, description="The edits (1 to 100), applied in order."
+    )
 
 
 class PatchedFile(BaseModel):
@@ -285,7 +300,9 @@ class FileMultiPatchOutput(EditOutput):
 
 
 class FileDiffPreviewInput(ToolInput):
-    edits: list[PatchEdit] = Field(min_length=1, max_length=100)
+    edits: list[PatchEdit] = Field(
+        min_length=1, max_length=100, description="The edits (1 to 100) to preview, in order."
+    )
 
 
 class PreviewFile(BaseModel):
@@ -303,7 +320,11 @@ MAX_PATCH_CHARS = 500_000
 class ApplyPatchInput(EditingInput):
     patch: str = Field(
         max_length=MAX_PATCH_CHARS,
-        description="A patch in the apply_patch format, from '*** Begin Patch' to '*** End Patch'.",
+        description=(
+            "A patch in the apply_patch format, from '*** Begin Patch' to '*** End Patch'. "
+            "The shell forms `apply_patch <<'EOF' ... EOF` (or `applypatch`), optionally "
+            "preceded by `cd DIR &&`, are accepted too."
+        ),
     )
     root: str = Field(".", description="Directory the patch's relative paths resolve against.")
 
@@ -324,12 +345,18 @@ class ApplyPatchOutput(EditOutput):
 
 class ExecInput(ToolInput):
     argv: list[str] = Field(min_length=1, description="Program and arguments; no shell.")
-    cwd: str = "."
-    env: dict[str, str] = Field(default_factory=dict)
-    stdin: str | None = None
-    timeout_s: int = Field(60, ge=1, le=3600)
-    max_output_bytes: int = Field(100_000, ge=1, le=10_000_000)
-    keep: Literal["tail", "head"] = "tail"
+    cwd: str = Field(".", description="Working directory, relative to the workspace.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment variables for the program."
+    )
+    stdin: str | None = Field(None, description="Text written to the program's standard input.")
+    timeout_s: int = Field(60, ge=1, le=3600, description="Seconds before the program is killed.")
+    max_output_bytes: int = Field(
+        100_000, ge=1, le=10_000_000, description="Most bytes of stdout and of stderr returned."
+    )
+    keep: Literal["tail", "head"] = Field(
+        "tail", description="Which end of long output to keep (the rest goes to spill_path)."
+    )
 
 
 class ExecOutput(ToolOutput):
@@ -355,12 +382,26 @@ class HealthOutput(BaseModel):
 
 
 class ToolInfo(BaseModel):
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
-    read_only: bool
-    supports_parallel: bool
+    name: str = Field(description="The tool's name, as called at POST /v1/tools/{name}.")
+    description: str = Field(description="What the tool does, written for a model.")
+    input_schema: dict[str, Any] = Field(
+        description="JSON schema of the full input, orchestrator-only fields included."
+    )
+    model_input_schema: dict[str, Any] = Field(
+        description=(
+            "JSON schema of the input a model may send: input_schema without orchestrator-only "
+            "fields (granted_paths). Every LLM and MCP definition is built from this one."
+        )
+    )
+    output_schema: dict[str, Any] = Field(description="JSON schema of a successful output.")
+    read_only: bool = Field(description="True when the tool never changes the sandbox.")
+    supports_parallel: bool = Field(description="True when calls may run concurrently.")
+    destructive: bool = Field(
+        description="True when the tool may overwrite or delete (MCP destructiveHint)."
+    )
+    idempotent: bool = Field(
+        description="True when repeating a call with the same input has no further effect."
+    )
 
 
 class ToolCatalog(BaseModel):
@@ -370,17 +411,57 @@ class ToolCatalog(BaseModel):
 # ---------------------------------------------------------------- the catalogue
 
 
+# Fields only the orchestrator may set: they never appear in a schema a model sees,
+# and the model-facing entry points (airlock mcp, tools.model_arguments) refuse them.
+ORCHESTRATOR_ONLY_FIELDS: frozenset[str] = frozenset({"granted_paths"})
+
+
+def model_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without the orchestrator-only properties (a new dict; the input is kept)."""
+    out = dict(schema)
+    if "properties" in schema:
+        out["properties"] = {
+            k: v for k, v in schema["properties"].items() if k not in ORCHESTRATOR_ONLY_FIELDS
+        }
+    if "required" in schema:
+        out["required"] = [k for k in schema["required"] if k not in ORCHESTRATOR_ONLY_FIELDS]
+    return out
+
+
 @dataclass(frozen=True)
 class ToolSpec:
+    """One tool: the single declaration the server, Workspace, clients and LLM/MCP use.
+
+    Adding a tool is one entry in ``TOOL_SPECS`` (plus its handler on ``Workspace``);
+    ``destructive``/``idempotent`` default from ``read_only``, and ``timeout_field``
+    names the input field holding the call's own timeout (clients add a margin to it).
+    """
+
     name: str
     description: str
     input_model: type[ToolInput]
     output_type: Any
     read_only: bool
     supports_parallel: bool
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    timeout_field: str | None = None
+    default_timeout_s: float = 60.0
+
+    @property
+    def is_destructive(self) -> bool:
+        return (not self.read_only) if self.destructive is None else self.destructive
+
+    @property
+    def is_idempotent(self) -> bool:
+        return self.read_only if self.idempotent is None else self.idempotent
 
     def input_schema(self) -> dict[str, Any]:
         return self.input_model.model_json_schema()
+
+    def model_input_schema(self) -> dict[str, Any]:
+        """The input schema a model is given: no orchestrator-only field."""
+        return model_schema(self.input_schema())
 
     def output_schema(self) -> dict[str, Any]:
         return TypeAdapter(self.output_type).json_schema()
@@ -390,9 +471,12 @@ class ToolSpec:
             name=self.name,
             description=self.description,
             input_schema=self.input_schema(),
+            model_input_schema=self.model_input_schema(),
             output_schema=self.output_schema(),
             read_only=self.read_only,
             supports_parallel=self.supports_parallel,
+            destructive=self.is_destructive,
+            idempotent=self.is_idempotent,
         )
 
 
@@ -449,6 +533,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         DiagnosticsOutput,
         read_only=True,
         supports_parallel=False,
+        default_timeout_s=180.0,
     ),
     ToolSpec(
         "file_write",
@@ -458,6 +543,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         FileWriteOutput,
         read_only=False,
         supports_parallel=False,
+        idempotent=True,
     ),
     ToolSpec(
         "file_patch",
@@ -494,6 +580,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         ExecOutput,
         read_only=False,
         supports_parallel=False,
+        timeout_field="timeout_s",
     ),
 )
 

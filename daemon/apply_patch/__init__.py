@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import posixpath
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from airlock.daemon.apply_patch.committer import commit, failure_error
 from airlock.daemon.apply_patch.journal import journal_root, recover_all
-from airlock.daemon.apply_patch.parser import parse_patch
+from airlock.daemon.apply_patch.parser import parse_invocation
 from airlock.daemon.apply_patch.planner import (
     PlannedChange,
     ResolvedOperation,
@@ -45,16 +46,18 @@ async def _finish_even_if_cancelled(work: Awaitable[T]) -> T:
         raise
 
 
-def _resolve_root(ctx: ToolContext, req: ApplyPatchInput) -> ResolvedPath:
-    root = ctx.resolve(req.root, intent="write", granted=req.granted_paths)
+def _resolve_root(ctx: ToolContext, req: ApplyPatchInput, cd: str | None = None) -> ResolvedPath:
+    # ``cd DIR && apply_patch <<...``: DIR is resolved like root (relative to it, confined).
+    raw = req.root if cd is None else posixpath.join(req.root, cd)
+    root = ctx.resolve(raw, intent="write", granted=req.granted_paths)
     if not root.real.exists():
         raise NotFound(
-            f"the patch root {req.root!r} does not exist; pass an existing directory as root",
-            {"root": req.root},
+            f"the patch root {raw!r} does not exist; pass an existing directory as root",
+            {"root": raw},
         )
     if not root.real.is_dir():
         raise InvalidRequest(
-            f"the patch root {req.root!r} is a file; pass a directory as root", {"root": req.root}
+            f"the patch root {raw!r} is a file; pass a directory as root", {"root": raw}
         )
     return root
 
@@ -63,8 +66,8 @@ def _prepare(
     ctx: ToolContext, req: ApplyPatchInput
 ) -> tuple[ResolvedPath, list[ResolvedOperation]]:
     """Parse and resolve (one worker-thread hop): nothing here needs the locks."""
-    ops = parse_patch(req.patch)
-    root = _resolve_root(ctx, req)
+    ops, cd = parse_invocation(req.patch)
+    root = _resolve_root(ctx, req, cd)
     return root, resolve_operations(ctx, root, ops, req.granted_paths)
 
 

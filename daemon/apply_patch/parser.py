@@ -31,7 +31,21 @@ ENVIRONMENT = "*** Environment ID:"
 MAX_OPERATIONS = 100
 MAX_PATCH_CHARS = 500_000
 
-_HEREDOC_OPEN = re.compile(r"""^(?:apply_patch\s+)?<<-?\s*(['"]?)([A-Za-z_][A-Za-z0-9_]*)\1\s*$""")
+# The shell forms Codex-trained models send (and nothing else shell-like):
+#   <<'EOF'                       a bare heredoc wrapper
+#   apply_patch <<'EOF'           (or applypatch; any tag, quoted or not)
+#   cd DIR && apply_patch <<'EOF' (DIR single-quoted, double-quoted or bare)
+_TAG = r"""(?P<q>['"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)"""
+_DIR = r"""(?P<dir>'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'"\\&;|<>()$`*?\[\]{}!#~][^\s'"\\&;|<>()$`*?\[\]{}!#]*)"""
+_HEREDOC_OPEN = re.compile(
+    rf"^(?:(?:cd\s+{_DIR}\s*&&\s*)?(?P<cmd>apply_patch|applypatch)\s*)?<<-?\s*{_TAG}\s*$"
+)
+_SHELL_HINT = re.compile(r"(apply_?patch|<<|^\s*cd\s|&&|\|\||;|\$\(|`)")
+SHELL_FORMS = (
+    "a bare patch ('*** Begin Patch' ... '*** End Patch'), or the shell forms "
+    "\"apply_patch <<'EOF'\" / \"applypatch <<'EOF'\" (any tag, quoted or not), optionally "
+    'preceded by "cd DIR && ", with the closing tag alone on the last line'
+)
 _RANGE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 Tag = Literal[" ", "-", "+"]
@@ -143,8 +157,28 @@ def _split(patch: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in patch.split("\n")]
 
 
-def _body(patch: str) -> tuple[list[str], int]:
-    """The lines between Begin and End, and the patch line number of the first."""
+def _unquote_dir(raw: str, line: int) -> str:
+    """The directory of a ``cd DIR &&`` prefix, unquoted like a POSIX shell would."""
+    if raw.startswith("'"):
+        value = raw[1:-1]
+    elif raw.startswith('"'):
+        inner = raw[1:-1]
+        if re.search(r"(?<!\\)[$`]", inner):
+            raise _fail(
+                f"the cd directory {raw} uses shell expansion ($ or `); write the directory "
+                "literally.",
+                line,
+            )
+        value = re.sub(r'\\([$`"\\])', r"\1", inner)
+    else:
+        value = raw
+    if not value or "\x00" in value:
+        raise _fail("the cd directory is empty; name the directory or drop 'cd DIR &&'.", line)
+    return value
+
+
+def _body(patch: str) -> tuple[list[str], int, str | None]:
+    """The lines between Begin and End, the patch line number of the first, and a cd DIR."""
     lines = _split(patch)
     first = 0
     last = len(lines) - 1
@@ -156,11 +190,14 @@ def _body(patch: str) -> tuple[list[str], int]:
         raise _fail("the patch is empty; it must start with '*** Begin Patch'.")
     # A heredoc wrapper: <<'EOF' ... EOF (as a model writes it for a shell).
     opener = _HEREDOC_OPEN.match(lines[first].strip())
+    cd: str | None = None
     if opener is not None:
-        if lines[last].strip() != opener.group(2):
+        if opener.group("dir") is not None:
+            cd = _unquote_dir(opener.group("dir"), first + 1)
+        if lines[last].strip() != opener.group("tag"):
             raise _fail(
                 f"the heredoc opened with {lines[first].strip()!r} is not closed by "
-                f"{opener.group(2)!r} on the last line.",
+                f"{opener.group('tag')!r} alone on the last line; accepted: {SHELL_FORMS}.",
                 first + 1,
             )
         first += 1
@@ -172,6 +209,12 @@ def _body(patch: str) -> tuple[list[str], int]:
     begin = first
     while begin <= last and lines[begin].strip() != BEGIN:
         if lines[begin].strip() and not lines[begin].strip().startswith(ENVIRONMENT):
+            if _SHELL_HINT.search(lines[begin]):
+                raise _fail(
+                    f"{lines[begin].strip()!r} is shell syntax airlock does not run; send "
+                    f"{SHELL_FORMS}.",
+                    begin + 1,
+                )
             raise _fail(
                 f"the patch must start with '{BEGIN}' (only blank lines and "
                 f"'{ENVIRONMENT}' lines may come before it), got {lines[begin]!r}.",
@@ -196,18 +239,23 @@ def _body(patch: str) -> tuple[list[str], int]:
                 i + 1,
             )
     end = last
-    return lines[begin + 1 : end], begin + 2
+    return lines[begin + 1 : end], begin + 2, cd
 
 
 def parse_patch(patch: str) -> list[Operation]:
     """Parse ``patch`` into operations or raise :class:`PatchParseError`."""
+    return parse_invocation(patch)[0]
+
+
+def parse_invocation(patch: str) -> tuple[list[Operation], str | None]:
+    """Parse ``patch`` into operations and the ``cd DIR`` of its shell form (or None)."""
     if len(patch) > MAX_PATCH_CHARS:
         raise _fail(
             f"the patch is {len(patch)} characters, over the {MAX_PATCH_CHARS} limit; split it "
             "into several smaller patches."
         )
     # A byte-order mark pasted in front of the patch is not part of the format.
-    body, offset = _body(patch.removeprefix("\ufeff"))
+    body, offset, cd = _body(patch.removeprefix("\ufeff"))
     cur = _Cursor(body, offset)
     while not cur.at_end():
         line = cur.line
@@ -242,7 +290,7 @@ def parse_patch(patch: str) -> list[Operation]:
             f"'{ADD}', '{DELETE}' or '{UPDATE}' section."
         )
     _check_distinct(cur.ops)
-    return cur.ops
+    return cur.ops, cd
 
 
 def _is_header(line: str) -> bool:

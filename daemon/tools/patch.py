@@ -28,6 +28,7 @@ from airlock.daemon.matching import (
     apply_shift,
     closest_excerpt,
     indent_shift,
+    trim_blank_edges,
 )
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
@@ -143,6 +144,16 @@ def replace_in_text(
             joined += "\n"
         return Replacement(joined, len(starts), kind)  # type: ignore[arg-type]
 
+    trimmed = trim_blank_edges(old, new)  # the last tier: stray blank edge lines
+    if trimmed is not None:
+        try:
+            found_trimmed = replace_in_text(
+                text, trimmed[0], trimmed[1], replace_all=replace_all, display=display
+            )
+        except (HunkNotFound, InvalidRequest):
+            pass
+        else:
+            return Replacement(found_trimmed.text, found_trimmed.replacements, "blank_lines")
     excerpt = closest_excerpt(file_lines, old_lines)
     raise HunkNotFound(
         f"old_string was not found in {display}. The closest current lines are:\n{excerpt}\n"
