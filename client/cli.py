@@ -14,7 +14,7 @@ import inspect
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = ("daemon", "proxy", "gh")
+COMMAND_MODULES = ("daemon", "proxy", "gh", "mcp")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,19 @@
+"""``airlock mcp``: airlockd's tools as an MCP server (stdio or streamable HTTP).
+
+Needs the ``mcp`` extra (``pip install 'airlock[mcp]'``). See docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+from airlock.client.mcp.server import AirlockMCP, ExtraTool, ToolCallFailed, load, render
+from airlock.client.mcp.transports import serve_http, serve_stdio
+
+__all__ = [
+    "AirlockMCP",
+    "ExtraTool",
+    "ToolCallFailed",
+    "load",
+    "render",
+    "serve_http",
+    "serve_stdio",
+]
