@@ -13,6 +13,16 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     "DaemonClient": "airlock.client.daemon",
     "AirlockError": "airlock.client.daemon",
+    "ClientError": "airlock.client.errors",
+    "ToolError": "airlock.client.errors",
+    "DaemonUnavailable": "airlock.client.errors",
+    "CallTimeout": "airlock.client.errors",
+    "ProxyUnavailable": "airlock.client.proxy",
+    "CredentialError": "airlock.client.providers",
+    "git_basic_rule": "airlock.client.leases",
+    "github_api_rule": "airlock.client.leases",
+    "github_rules": "airlock.client.leases",
+    "vercel_rules": "airlock.client.leases",
     "ProxyClient": "airlock.client.proxy",
     "ProxyError": "airlock.client.proxy",
     "GitHubAppProvider": "airlock.client.providers",
@@ -32,9 +42,13 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AirlockError",
+    "CallTimeout",
+    "ClientError",
     "CommandTokenProvider",
+    "CredentialError",
     "DaemonClient",
     "DaemonSandbox",
+    "DaemonUnavailable",
     "DockerSandbox",
     "GitHubAppProvider",
     "GitHubShell",
@@ -42,27 +56,36 @@ __all__ = [
     "LocalSandbox",
     "ProxyClient",
     "ProxyError",
+    "ProxyUnavailable",
     "Sandbox",
     "StaticTokenProvider",
     "TokenRequestFailedError",
     "TokenRequestRejectedError",
+    "ToolError",
     "authenticate_github",
     "authenticate_vercel",
+    "git_basic_rule",
+    "github_api_rule",
+    "github_rules",
+    "vercel_rules",
 ]
 
 if TYPE_CHECKING:
     from airlock.client.daemon import AirlockError, DaemonClient
     from airlock.client.delivery import authenticate_github, authenticate_vercel
+    from airlock.client.errors import CallTimeout, ClientError, DaemonUnavailable, ToolError
     from airlock.client.github import GitHubShell
+    from airlock.client.leases import git_basic_rule, github_api_rule, github_rules, vercel_rules
     from airlock.client.providers import (
         CommandTokenProvider,
+        CredentialError,
         GitHubAppProvider,
         InstallationRequiredError,
         StaticTokenProvider,
         TokenRequestFailedError,
         TokenRequestRejectedError,
     )
-    from airlock.client.proxy import ProxyClient, ProxyError
+    from airlock.client.proxy import ProxyClient, ProxyError, ProxyUnavailable
     from airlock.client.sandboxes import DaemonSandbox, DockerSandbox, LocalSandbox, Sandbox
 
 

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
+from airlock.client.errors import ClientError
 from airlock.proxy.protocol import (
     Health,
     LeaseInfo,
@@ -30,12 +31,12 @@ from airlock.proxy.protocol import (
     SessionInfo,
 )
 
-__all__ = ["ProxyClient", "ProxyError"]
+__all__ = ["ProxyClient", "ProxyError", "ProxyUnavailable"]
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class ProxyError(Exception):
+class ProxyError(ClientError):
     """A control API call failed: ``status`` (0 when unreachable), ``code``, ``message``."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
@@ -43,6 +44,10 @@ class ProxyError(Exception):
         self.status = status
         self.code = code
         self.message = message
+
+
+class ProxyUnavailable(ProxyError):
+    """The control API could not be reached or did not answer in time (status 0)."""
 
 
 def _invalid(exc: ValidationError) -> ProxyError:
@@ -77,10 +82,17 @@ def _endpoint(control: str) -> tuple[str | None, str]:
 
 
 class ProxyClient:
-    def __init__(self, control: str, token: str | None = None, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        control: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
         self._socket, self._base = _endpoint(control)
         self._token = token
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
@@ -129,12 +141,12 @@ class ProxyClient:
                 if resp.status == 204 or not raw:
                     return None
                 return await resp.json(content_type=None)
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise ProxyUnavailable(0, "timeout", "control API timed out") from None
         except aiohttp.ClientError as exc:
-            raise ProxyError(
+            raise ProxyUnavailable(
                 0, "unreachable", f"control API unreachable: {type(exc).__name__}"
             ) from None
-        except TimeoutError:
-            raise ProxyError(0, "timeout", "control API timed out") from None
 
     async def health(self) -> Health:
         return Health.model_validate(await self._request("GET", "/v1/health"))

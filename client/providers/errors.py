@@ -17,8 +17,10 @@ request or response bodies that could contain a credential.
 
 from __future__ import annotations
 
+from airlock.client.errors import ClientError
 
-class CredentialError(Exception):
+
+class CredentialError(ClientError):
     """Base of every provider failure."""
 
     def __init__(
