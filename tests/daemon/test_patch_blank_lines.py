@@ -1,0 +1,61 @@
+"""file_patch's last tier: stray blank lines at the edges of old_string are ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airlock.daemon.errors import AmbiguousMatch, HunkNotFound
+from airlock.daemon.matching import trim_blank_edges
+from tests.daemon.conftest import ToolCall
+
+SRC = "import os\ndef f():\n    return 1\ndef g():\n    return 2\n"
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("\n\ndef f():\n    return 1\n", "\n\ndef f():\n    return 10\n"),
+        ("def f():\n    return 1\n\n", "def f():\n    return 10\n\n"),
+        ("\n\ndef f():\n    return 1\n  \n", "def f():\n    return 10\n"),
+        ("   \n  def f():\n      return 1\n", "  def f():\n      return 10\n"),
+    ],
+)
+async def test_blank_edges_are_ignored(
+    tool_call: ToolCall, workspace_dir: Path, old: str, new: str
+) -> None:
+    (workspace_dir / "m.py").write_text(SRC)
+    out = await tool_call("file_patch", {"path": "m.py", "old_string": old, "new_string": new})
+    assert out["match"] == "blank_lines" and out["replacements"] == 1
+    assert (workspace_dir / "m.py").read_text() == SRC.replace("return 1\n", "return 10\n")
+
+
+async def test_earlier_tiers_win(tool_call: ToolCall, workspace_dir: Path) -> None:
+    (workspace_dir / "m.py").write_text("a\n\nb\n")
+    out = await tool_call("file_patch", {"path": "m.py", "old_string": "\nb", "new_string": "\nB"})
+    assert out["match"] == "exact"
+    assert (workspace_dir / "m.py").read_text() == "a\n\nB\n"
+
+
+async def test_uniqueness_is_still_required(tool_call: ToolCall, workspace_dir: Path) -> None:
+    text = "x = 1\ny = 2\nx = 1\n"
+    (workspace_dir / "m.py").write_text(text)
+    with pytest.raises(AmbiguousMatch):
+        await tool_call(
+            "file_patch", {"path": "m.py", "old_string": "\n\nx = 1\n", "new_string": "x = 3\n"}
+        )
+    assert (workspace_dir / "m.py").read_text() == text
+    with pytest.raises(HunkNotFound):
+        await tool_call(
+            "file_patch", {"path": "m.py", "old_string": "\n\nz = 1\n", "new_string": "x"}
+        )
+    assert (workspace_dir / "m.py").read_text() == text
+
+
+def test_trim_blank_edges() -> None:
+    assert trim_blank_edges("a\n", "b\n") is None
+    assert trim_blank_edges("\n\n", "x") is None
+    assert trim_blank_edges("\na\n\n", "\nb\n\n") == ("a\n", "b\n")
+    assert trim_blank_edges("\na", "b") == ("a", "b")
+    assert trim_blank_edges("a\n\n", "b\n\nc\n") == ("a\n", "b\n\nc\n")
