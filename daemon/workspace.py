@@ -18,6 +18,7 @@ from airlock.daemon.context import DaemonConfig, ToolContext
 from airlock.daemon.errors import Forbidden, InvalidRequest, UnknownTool
 from airlock.daemon.offload import ThreadHop
 from airlock.daemon.protocol import (
+    TOOL_SPECS,
     TOOLS_BY_NAME,
     ApplyPatchInput,
     ApplyPatchOutput,
@@ -64,18 +65,10 @@ class Workspace:
         self.ctx = ToolContext.create(config)
         # file_read's resolve+read hop: cheaper than asyncio.to_thread (see offload.py).
         self.io = ThreadHop()
+        # Derived from TOOL_SPECS: a tool is its spec plus a method of the same name here
+        # (tests/daemon/test_tool_specs.py checks the method's input and output types).
         self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
-            "file_read": self.file_read,
-            "file_multi_read": self.file_multi_read,
-            "file_list": self.file_list,
-            "file_search": self.file_search,
-            "file_diff_preview": self.file_diff_preview,
-            "diagnostics": self.diagnostics,
-            "file_write": self.file_write,
-            "file_patch": self.file_patch,
-            "file_multi_patch": self.file_multi_patch,
-            "apply_patch": self.apply_patch,
-            "exec": self.exec,
+            spec.name: getattr(self, spec.name) for spec in TOOL_SPECS
         }
 
     async def aclose(self) -> None:
