@@ -359,9 +359,11 @@ def mcp_tools(catalog: Catalog, **options: Any) -> list[mcp_types.Tool]:
 # ---------------------------------------------------------------- the way back
 
 
-def _tool_schema(name: str, schema: Mapping[str, Any] | None) -> dict[str, Any]:
+def _tool_schema(
+    name: str, schema: Mapping[str, Any] | None, normalized: bool
+) -> Mapping[str, Any]:
     if schema is not None:
-        return normalize_schema(schema)
+        return schema if normalized else normalize_schema(schema)
     spec = TOOLS_BY_NAME.get(name)
     if spec is not None:
         return normalize_schema(spec.input_schema())
@@ -401,7 +403,11 @@ def _back(node: Mapping[str, Any], value: Any) -> Any:
 
 
 def model_arguments(
-    name: str, arguments: Mapping[str, Any] | str, *, schema: Mapping[str, Any] | None = None
+    name: str,
+    arguments: Mapping[str, Any] | str,
+    *,
+    schema: Mapping[str, Any] | None = None,
+    normalized: bool = False,
 ) -> dict[str, Any]:
     """A model's tool-call arguments turned into the tool's input.
 
@@ -425,6 +431,6 @@ def model_arguments(
             "(paths outside the workspace are granted by the orchestrator, not the tool call)",
             {"fields": forbidden},
         )
-    result = _back(_tool_schema(name, schema), arguments)
+    result = _back(_tool_schema(name, schema, normalized), arguments)
     assert isinstance(result, dict)
     return result

@@ -31,7 +31,7 @@ from mcp.server.lowlevel import Server
 
 from airlock.client.daemon import DaemonClient
 from airlock.client.errors import ClientError, ToolError
-from airlock.client.tools import collect, mcp_tools, model_arguments
+from airlock.client.tools import collect, mcp_tools, model_arguments, normalize_schema
 from airlock.daemon.protocol import ExecOutput
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ class AirlockMCP:
         self.extra = {str(t.entry["name"]): t for t in extra}
         entries = [*catalog, *(t.entry for t in self.extra.values())]
         self.entries = collect(entries, github_shell=False, include=include)
-        self.schemas = {t["name"]: t["input_schema"] for t in self.entries}
+        # Normalized once: the way back from a model's arguments runs on every call.
+        self.schemas = {t["name"]: normalize_schema(t["input_schema"]) for t in self.entries}
         self.tools = mcp_tools(self.entries, github_shell=False)
         self.progress_interval_s = progress_interval_s
         self.server: Server[Any, Any] = Server(name)
@@ -107,7 +108,14 @@ class AirlockMCP:
         async def _list() -> list[types.Tool]:
             return self.tools
 
-        @self.server.call_tool()  # type: ignore[untyped-decorator]
+        # The SDK's own input validation (mcp >= 1.10) re-checks the schema itself with
+        # jsonschema on every call (~20-50 ms); the daemon validates every input anyway
+        # (unknown fields refused) and model_arguments refuses orchestrator-only fields.
+        options: dict[str, Any] = {}
+        if "validate_input" in inspect.signature(self.server.call_tool).parameters:
+            options["validate_input"] = False
+
+        @self.server.call_tool(**options)  # type: ignore[untyped-decorator]
         async def _call(name: str, arguments: dict[str, Any] | None) -> list[Content]:
             return await self.call(name, arguments or {}, self._progress())
 
@@ -121,7 +129,7 @@ class AirlockMCP:
         if token is None:
             return None
         send = ctx.session.send_progress_notification
-        params = inspect.signature(send).parameters
+        params = _progress_params(type(ctx.session))
         extra: dict[str, Any] = {}
         if "related_request_id" in params:  # streamable HTTP: route it to this request's stream
             extra["related_request_id"] = str(ctx.request_id)
@@ -143,7 +151,7 @@ class AirlockMCP:
                 f"there is no tool named {name!r} here; use one of: {', '.join(self.schemas)}"
             )
         try:
-            args = model_arguments(name, arguments, schema=self.schemas[name])
+            args = model_arguments(name, arguments, schema=self.schemas[name], normalized=True)
             if name in self.extra:
                 result = await self.extra[name].run(args)
                 return _text(result.model_dump() if hasattr(result, "model_dump") else result)
@@ -218,6 +226,18 @@ class AirlockMCP:
             stdout_truncated=cut["stdout"],
             stderr_truncated=cut["stderr"],
         ).model_dump()
+
+
+_PROGRESS_PARAMS: dict[Any, frozenset[str]] = {}
+
+
+def _progress_params(session_type: Any) -> frozenset[str]:
+    """Keyword arguments this SDK version's send_progress_notification takes (cached)."""
+    params = _PROGRESS_PARAMS.get(session_type)
+    if params is None:
+        method = session_type.send_progress_notification
+        params = _PROGRESS_PARAMS[session_type] = frozenset(inspect.signature(method).parameters)
+    return params
 
 
 async def load(

@@ -12,9 +12,9 @@ HTTP_PATH = "/mcp"
 
 async def serve_stdio(app: AirlockMCP) -> None:
     """Serve on this process's stdin/stdout until the host closes them."""
-    from mcp.server.stdio import stdio_server
+    from airlock.client.mcp.stdio import stdio_streams
 
-    async with stdio_server() as (read, write):
+    async with stdio_streams() as (read, write):
         await app.server.run(read, write, app.server.create_initialization_options())
 
 
