@@ -71,7 +71,7 @@ def _prepare_github(args: argparse.Namespace) -> None:
         installation_id=args.installation_id,
         org=args.github_org,
         api_url=args.github_api_url,
-        api_ca_file=None,
+        api_ca_file=args.github_api_ca_file,
         token_command=args.token_command,
         token_env=args.github_token_env,
     )
@@ -169,7 +169,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument("--proxy-token-file", help="control API bearer token file")
     g.add_argument("--session", default=os.environ.get("AIRLOCK_SESSION"), help="proxy session id")
     g.add_argument("--github-org", help="the GitHub organization the tool may act in")
-    g.add_argument("--github-api-url", default="https://api.github.com")
+    g.add_argument("--github-api-url", default="https://api.github.com", help="or GHES's /api/v3")
+    g.add_argument("--github-api-ca-file", help="extra CA for the GitHub API (GHES)")
     g.add_argument("--app-id", default=os.environ.get("AIRLOCK_GITHUB_APP_ID"))
     g.add_argument("--app-key-file", default=os.environ.get("AIRLOCK_GITHUB_APP_KEY_FILE"))
     g.add_argument("--installation-id", type=int)

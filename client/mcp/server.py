@@ -154,7 +154,10 @@ class AirlockMCP:
             args = model_arguments(name, arguments, schema=self.schemas[name], normalized=True)
             if name in self.extra:
                 result = await self.extra[name].run(args)
-                return _text(result.model_dump() if hasattr(result, "model_dump") else result)
+                data = result.model_dump() if hasattr(result, "model_dump") else result
+                if isinstance(data, Mapping) and data.get("type") in ("denied", "error"):
+                    raise ToolCallFailed(str(data.get("reason", "the call was refused")))
+                return _text(data)
             if name == "exec" and progress is not None:
                 return _text(await self._exec_with_progress(args, progress))
             return render(name, await self.client.call(name, args))

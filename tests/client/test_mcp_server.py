@@ -21,7 +21,9 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.github import FakeGitHub
 from tests.fakes.net import free_port, wait_port
+from tests.fakes.proxy_harness import running_proxy
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -224,3 +226,57 @@ async def test_tools_filter_and_bad_flags(tmp_path: Path) -> None:
     )  # fmt: skip
     _, err = await proc.communicate()
     assert proc.returncode == 2 and b"unix:PATH or tcp://HOST:PORT" in err
+
+
+async def test_github_shell_is_served_with_a_proxy_and_credentials(
+    tmp_path: Path, fake_github: FakeGitHub
+) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text(fake_github.app_private_key_pem)
+    ws = _workspace(tmp_path)
+    async with running_proxy(
+        tmp_path / "proxy",
+        allow=["api.github.com", "github.com"],
+        resolve=fake_github.resolve,
+        upstream_ca=fake_github.ca_path,
+    ) as proxy:
+        async with proxy.client() as pc:
+            session = await pc.create_session(allow=["api.github.com", "github.com"])
+        sandbox_env = proxy.client_env(session, HOME=str(tmp_path))
+        async with running_daemon(ws, env=sandbox_env) as daemon:
+            flags = [
+                "--proxy-control", proxy.control, "--session", session.session_id,
+                "--github-org", "acme", "--app-id", str(fake_github.app_id),
+                "--app-key-file", str(key), "--github-api-url", fake_github.api_url,
+                "--github-api-ca-file", str(fake_github.ca_path),
+            ]  # fmt: skip
+            async with stdio_session(daemon, *flags) as session_:
+                tools = {t.name: t for t in (await session_.list_tools()).tools}
+                assert "github_shell" in tools
+                ann = tools["github_shell"].annotations
+                assert ann is not None and ann.openWorldHint is True
+                perms = [
+                    {"provider": "github", "repositories": ["acme/widgets"], "access": "write"}
+                ]
+                ok = await session_.call_tool(
+                    "github_shell",
+                    {
+                        "command": "gh api repos/acme/widgets --jq .default_branch",
+                        "permissions": perms,
+                        "description": "read the default branch",
+                    },
+                )
+                assert _json(ok)["stdout"].strip() == "main"
+                denied = await session_.call_tool(
+                    "github_shell",
+                    {
+                        "command": "gh pr view 1 --repo acme/other",
+                        "permissions": perms,
+                        "description": "outside the declared repository",
+                    },
+                )
+                assert denied.isError
+                text = denied.content[0]
+                assert isinstance(text, types.TextContent) and "acme/other" in text.text
+    assert fake_github.mints
+    assert all(m.token not in json.dumps(_json(ok)) for m in fake_github.mints)
