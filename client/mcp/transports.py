@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from airlock.client.mcp.server import AirlockMCP
 
@@ -18,6 +19,31 @@ async def serve_stdio(app: AirlockMCP) -> None:
         await app.server.run(read, write, app.server.create_initialization_options())
 
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _rebinding_guard(host: str, port: int) -> dict[str, Any]:
+    """On loopback, refuse any Host/Origin but the loopback names (DNS rebinding from a browser).
+
+    Elsewhere the names clients use are unknown here, so the check stays off; put such a
+    listener behind something that authenticates.
+    """
+    if host not in LOOPBACK:
+        return {}
+    try:
+        from mcp.server.transport_security import TransportSecuritySettings
+    except ImportError:  # mcp < 1.10 has no such check
+        return {}
+    names = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    return {
+        "security_settings": TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=names,
+            allowed_origins=[f"http://{name}" for name in names],
+        )
+    }
+
+
 async def serve_http(app: AirlockMCP, host: str, port: int) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled."""
     import uvicorn
@@ -26,7 +52,7 @@ async def serve_http(app: AirlockMCP, host: str, port: int) -> None:
     from starlette.routing import Route
     from starlette.types import Receive, Scope, Send
 
-    manager = StreamableHTTPSessionManager(app=app.server)
+    manager = StreamableHTTPSessionManager(app=app.server, **_rebinding_guard(host, port))
 
     class Endpoint:  # an ASGI object, so Route serves /mcp itself (no redirect to /mcp/)
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

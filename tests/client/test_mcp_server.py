@@ -280,3 +280,36 @@ async def test_github_shell_is_served_with_a_proxy_and_credentials(
                 assert isinstance(text, types.TextContent) and "acme/other" in text.text
     assert fake_github.mints
     assert all(m.token not in json.dumps(_json(ok)) for m in fake_github.mints)
+
+
+async def test_http_on_loopback_refuses_a_foreign_host_header(tmp_path: Path) -> None:
+    import httpx
+
+    ws = _workspace(tmp_path)
+    port = free_port()
+    async with running_daemon(ws) as daemon:
+        proc = subprocess.Popen(
+            [sys.executable, *_mcp_argv(daemon, "--http", f"127.0.0.1:{port}")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            await wait_port(port, proc)
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            headers = {"Accept": "application/json, text/event-stream"}
+            async with httpx.AsyncClient() as http:
+                evil = await http.post(
+                    f"http://127.0.0.1:{port}/mcp",
+                    json=body,
+                    headers={**headers, "Host": "attacker.example"},
+                )
+                rebound = await http.post(
+                    f"http://127.0.0.1:{port}/mcp",
+                    json=body,
+                    headers={**headers, "Origin": "http://attacker.example"},
+                )
+            # Without the guard both would reach the session layer (400, missing session).
+            assert evil.status_code == 421 and "Host" in evil.text
+            assert rebound.status_code == 403 and "Origin" in rebound.text
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
