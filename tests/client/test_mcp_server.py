@@ -17,13 +17,18 @@ from typing import Any
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, types
+from mcp.client import streamable_http
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
 
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
 from tests.fakes.net import free_port, wait_port
 from tests.fakes.proxy_harness import running_proxy
+
+# The SDK renamed the streamable HTTP client; use whichever this 1.x version has.
+http_client = getattr(streamable_http, "streamable_http_client", None) or (
+    streamable_http.streamablehttp_client
+)
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -63,7 +68,7 @@ async def http_session(daemon: RunningDaemon) -> AsyncIterator[ClientSession]:
     try:
         await wait_port(port, proc)
         async with (
-            streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _),
+            http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
