@@ -264,6 +264,13 @@ class DaemonClient(AsyncToolMethods):
 
         return await self.call(name, model_arguments(name, arguments), timeout_s=timeout_s)
 
+    async def _typed(
+        self, name: str, model: type[BaseModel], req: Any, kwargs: dict[str, Any], out: Any
+    ) -> Any:
+        """The pre-codegen helper hand-written tool methods used; same as the generated path."""
+        del model, out  # both come from TOOL_SPECS
+        return await self._tool(name, req, kwargs)
+
     async def _tool(self, name: str, req: Any, kw: dict[str, Any]) -> Any:
         spec = TOOLS_BY_NAME[name]
         request = req if req is not None else _validate(spec, kw)
