@@ -123,18 +123,17 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(_http_error(request, exc))
     except asyncio.CancelledError:
         raise
-    except OSError as exc:
-        if exc.errno in _CLIENT_ERRNOS:
-            return error_response(
-                InvalidRequest(f"{_CLIENT_ERRNOS[exc.errno]}; shorten or fix it and call again")
-            )
-        return error_response(internal_error(request.path))
-    except UnicodeEncodeError:
-        return error_response(
-            InvalidRequest("the request holds text that is not valid Unicode; send UTF-8 text")
-        )
-    except Exception:
-        return error_response(internal_error(request.path))
+    except Exception as exc:
+        return error_response(client_mistake(exc) or internal_error(request.path))
+
+
+def client_mistake(exc: BaseException) -> AirlockError | None:
+    """The envelope error for an exception the caller's input caused, or None (a fault of ours)."""
+    if isinstance(exc, OSError) and exc.errno in _CLIENT_ERRNOS:
+        return InvalidRequest(f"{_CLIENT_ERRNOS[exc.errno]}; shorten or fix it and call again")
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidRequest("the request holds text that is not valid Unicode; send UTF-8 text")
+    return None
 
 
 def _http_error(request: web.Request, exc: web.HTTPException) -> AirlockError:
@@ -225,9 +224,13 @@ async def call_tool(request: web.Request) -> web.Response:
     except AirlockError as exc:
         outcome = str(exc.code)
         raise
-    except Exception:
-        outcome = "internal"
-        raise
+    except Exception as exc:
+        mistake = client_mistake(exc)
+        if mistake is None:
+            outcome = "internal"
+            raise
+        outcome = str(mistake.code)
+        raise mistake from None
     finally:
         state.metrics.in_flight -= 1
         state.metrics.observe(name, outcome, time.monotonic() - started)
