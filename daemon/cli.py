@@ -53,22 +53,30 @@ DEFAULT_DRAIN_TIMEOUT_S = 30.0
 _LIMIT_DEFAULTS = ConnectionLimits()
 
 
-def claim_socket_path(path: Path) -> None:
-    """Remove a stale socket file; refuse a live one, and anything that is not a socket.
+def check_socket_target(path: Path) -> os.stat_result | None:
+    """What is at ``--socket`` now: nothing, or a socket; anything else refuses start-up.
 
     Only a socket is ever removed: a regular file, a directory or a symlink at
     ``--socket`` is someone's data or a mistake, never airlockd's to delete.
     """
     try:
-        before = os.lstat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return
-    if not stat.S_ISSOCK(before.st_mode):
+        return None
+    if not stat.S_ISSOCK(st.st_mode):
         raise privsep.StartupRefused(
-            f"--socket {path} exists and is not a socket ({_kind(before.st_mode)}); airlockd "
+            f"--socket {path} exists and is not a socket ({_kind(st.st_mode)}); airlockd "
             "only replaces a stale socket: move that file away or choose another --socket"
         )
+    return st
+
+
+def claim_socket_path(path: Path) -> None:
+    """Remove a stale socket file; refuse a live one, and anything that is not a socket."""
+    before = check_socket_target(path)
+    if before is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(1.0)
@@ -350,6 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             grp.getgrnam(args.socket_group)
         except KeyError:
             return _refuse(f"--socket-group {args.socket_group!r}: no such group on this machine")
+    try:
+        check_socket_target(args.socket.absolute())
+    except privsep.StartupRefused as exc:
+        return _refuse(str(exc))
     if args.token_file is not None:
         try:
             TokenTable.load(args.token_file)
