@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import grp
 import os
 import socket
 import stat
@@ -69,3 +70,26 @@ async def test_stale_socket_is_replaced(workspace_dir: Path) -> None:
         assert (await c.health()).status == "ok"
         assert f"replaced stale socket {stale}" in d.log()
         assert stat.S_ISSOCK(os.lstat(d.socket).st_mode)
+
+
+async def test_socket_group_and_mode_let_the_orchestrator_in(workspace_dir: Path) -> None:
+    async with running_daemon(
+        workspace_dir, extra_args=["--socket-group", "nogroup", "--socket-mode", "0660"]
+    ) as d:
+        st = os.lstat(d.socket)
+        assert st.st_gid == grp.getgrnam("nogroup").gr_gid
+        assert stat.S_IMODE(st.st_mode) == 0o660
+
+
+async def test_unknown_socket_group_is_a_one_line_refusal(workspace_dir: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "airlock.daemon.cli", "--workspace", str(workspace_dir),
+        "--socket", str(Path(tempfile.mkdtemp(prefix="al-sc-")) / "d.sock"),
+        "--socket-group", "no-such-group-xyz",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2
+    assert err.decode().strip().splitlines() == [
+        "airlockd: --socket-group 'no-such-group-xyz': no such group on this machine"
+    ]
