@@ -191,3 +191,17 @@ async def test_without_the_flag_the_log_says_who_runs_commands(workspace_dir: Pa
         assert "no --exec-user: exec and every program it starts run as airlockd's own user" in (
             d.log()
         )
+
+
+async def test_exec_user_from_the_config_file() -> None:
+    layout = make_layout()
+    config = layout.base / "airlockd.toml"
+    config.write_text(f'exec_user = "{USER}"\n')
+    async with (
+        running_daemon(
+            layout.workspace, base_dir=layout.base, extra_args=["--config", str(config)]
+        ) as d,
+        d.client() as c,
+    ):
+        code, out, _ = await sh(c, "id -u")
+        assert code == 0 and int(out) == pwd.getpwnam(USER).pw_uid
