@@ -75,13 +75,20 @@ async def test_connection_cap_answers_503_with_an_envelope(workspace_dir: Path) 
     async with running_daemon(
         workspace_dir, extra_args=["--max-connections", "2", "--header-timeout", "120"]
     ) as d:
-        held = [await asyncio.open_unix_connection(str(d.socket)) for _ in range(2)]
+        held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         try:
-            # Both held connections are open in the daemon before the third arrives.
-            for reader, writer in held:
-                writer.write(HEALTH)
-                await writer.drain()
-                assert (await read_response(reader)).status == 200
+            # Two connections the daemon served and keeps open (the harness's start-up probe
+            # may still be counted for a moment: a 503 then just means "try again").
+            async with asyncio.timeout(30):
+                while len(held) < 2:
+                    reader, writer = await asyncio.open_unix_connection(str(d.socket))
+                    writer.write(HEALTH)
+                    await writer.drain()
+                    if (await read_response(reader)).status == 200:
+                        held.append((reader, writer))
+                    else:
+                        writer.close()
+                        await asyncio.sleep(0.05)
             resp = await send_raw(d.socket, HEALTH)
             err = resp.envelope()
             assert resp.status == 503 and err["code"] == "unavailable"
