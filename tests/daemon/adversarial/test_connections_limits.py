@@ -108,6 +108,21 @@ async def test_connection_cap_answers_503_with_an_envelope(workspace_dir: Path) 
         assert 'airlockd_connections_rejected_total{listener="unix"}' in metrics.body.decode()
 
 
+async def test_a_trickled_body_is_refused_after_the_body_timeout(workspace_dir: Path) -> None:
+    async with running_daemon(workspace_dir, extra_args=["--body-timeout", "1"]) as d:
+        reader, writer = await asyncio.open_unix_connection(str(d.socket))
+        writer.write(
+            b"POST /v1/tools/file_read HTTP/1.1\r\nHost: d\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"pa'
+        )
+        await writer.drain()
+        resp = await read_response(reader)
+        err = resp.envelope()
+        assert resp.status == 400 and err["code"] == "invalid_request"
+        assert "did not arrive within 1 s" in err["message"]
+        writer.close()
+
+
 def _processes_with(marker: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):

@@ -35,6 +35,13 @@ JSON_CASES = [
         400,
         "invalid_request",
     ),
+    (
+        "100 levels (under json's own limit)",
+        "/v1/tools/file_read",
+        b'{"path": "a.txt", "x": ' + b"[" * 100 + b"]" * 100 + b"}",
+        400,
+        "invalid_request",
+    ),
     ("NaN", "/v1/tools/file_read", b'{"path": "a.txt", "limit": NaN}', 400, "invalid_request"),
     (
         "lone surrogate in a path",
