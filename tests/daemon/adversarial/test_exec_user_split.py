@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,14 @@ def make_layout() -> Layout:
 
 
 @pytest.fixture
-async def split() -> AsyncIterator[tuple[Layout, RunningDaemon, DaemonClient]]:
-    layout = make_layout()
+def layout() -> Iterator[Layout]:
+    made = make_layout()
+    yield made
+    shutil.rmtree(made.top, ignore_errors=True)
+
+
+@pytest.fixture
+async def split(layout: Layout) -> AsyncIterator[tuple[Layout, RunningDaemon, DaemonClient]]:
     async with (
         running_daemon(
             layout.workspace,
@@ -144,8 +151,7 @@ async def refused(*args: str) -> str:
     return lines[0]
 
 
-async def test_start_up_refusals_are_one_line_exit_2() -> None:
-    layout = make_layout()
+async def test_start_up_refusals_are_one_line_exit_2(layout: Layout) -> None:
     common = ["--workspace", str(layout.workspace), "--socket", str(layout.base / "d.sock")]
     line = await refused(*common, "--exec-user", "no-such-user-xyz")
     assert "no user 'no-such-user-xyz'" in line
@@ -193,8 +199,7 @@ async def test_without_the_flag_the_log_says_who_runs_commands(workspace_dir: Pa
         )
 
 
-async def test_exec_user_from_the_config_file() -> None:
-    layout = make_layout()
+async def test_exec_user_from_the_config_file(layout: Layout) -> None:
     config = layout.base / "airlockd.toml"
     config.write_text(f'exec_user = "{USER}"\n')
     async with (

@@ -5,13 +5,25 @@ from __future__ import annotations
 import asyncio
 import grp
 import os
+import shutil
 import socket
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.daemon_harness import running_daemon
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A short directory under /tmp (socket paths are limited to 107 bytes), removed after."""
+    path = Path(tempfile.mkdtemp(prefix="al-sc-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 async def start(workspace: Path, sock: Path) -> tuple[int, str]:
@@ -29,8 +41,10 @@ async def start(workspace: Path, sock: Path) -> tuple[int, str]:
     return proc.returncode, err.decode()
 
 
-async def test_regular_file_at_socket_path_refuses_start_and_is_kept(workspace_dir: Path) -> None:
-    base = Path(tempfile.mkdtemp(prefix="al-sc-"))
+async def test_regular_file_at_socket_path_refuses_start_and_is_kept(
+    workspace_dir: Path, short_dir: Path
+) -> None:
+    base = short_dir
     target = base / "d.sock"
     target.write_text("precious data\n")
     code, err = await start(workspace_dir, target)
@@ -40,8 +54,10 @@ async def test_regular_file_at_socket_path_refuses_start_and_is_kept(workspace_d
     assert target.read_text() == "precious data\n"
 
 
-async def test_directory_and_symlink_at_socket_path_refuse_start(workspace_dir: Path) -> None:
-    base = Path(tempfile.mkdtemp(prefix="al-sc-"))
+async def test_directory_and_symlink_at_socket_path_refuse_start(
+    workspace_dir: Path, short_dir: Path
+) -> None:
+    base = short_dir
     directory = base / "dir.sock"
     directory.mkdir()
     (directory / "keep").write_text("k")
@@ -60,8 +76,8 @@ async def test_directory_and_symlink_at_socket_path_refuse_start(workspace_dir: 
     assert link.is_symlink() and stale.exists()
 
 
-async def test_stale_socket_is_replaced(workspace_dir: Path) -> None:
-    base = Path(tempfile.mkdtemp(prefix="al-sc-"))
+async def test_stale_socket_is_replaced(workspace_dir: Path, short_dir: Path) -> None:
+    base = short_dir
     stale = base / "d.sock"
     s = socket.socket(socket.AF_UNIX)
     s.bind(str(stale))
@@ -81,10 +97,12 @@ async def test_socket_group_and_mode_let_the_orchestrator_in(workspace_dir: Path
         assert stat.S_IMODE(st.st_mode) == 0o660
 
 
-async def test_unknown_socket_group_is_a_one_line_refusal(workspace_dir: Path) -> None:
+async def test_unknown_socket_group_is_a_one_line_refusal(
+    workspace_dir: Path, short_dir: Path
+) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "airlock.daemon.cli", "--workspace", str(workspace_dir),
-        "--socket", str(Path(tempfile.mkdtemp(prefix="al-sc-")) / "d.sock"),
+        "--socket", str(short_dir / "d.sock"),
         "--socket-group", "no-such-group-xyz",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
