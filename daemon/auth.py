@@ -3,6 +3,12 @@
 The file holds one ``TOKEN SCOPE`` pair per line (``#`` starts a comment).
 Every presented token is compared with every known token in constant time, so
 neither a match's position nor a prefix leaks through timing.
+
+An empty file (or one with only comments) is a valid, empty table: it revokes
+every token, which is how an orchestrator cuts a sandbox off with one write and
+a SIGHUP. A malformed file is an error, so a half-written file never replaces
+a good table; the caller keeps the old one and logs why. Error messages name
+the line number, never the line (it may hold a token).
 """
 
 from __future__ import annotations
@@ -25,8 +31,15 @@ class TokenTable:
 
     @classmethod
     def load(cls, path: Path) -> TokenTable:
+        """Parse ``path``; raise :class:`TokenFileError` (never a partial table) when it is bad."""
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise TokenFileError(f"{path} is not UTF-8 text") from None
+        except OSError as exc:
+            raise TokenFileError(f"{path} cannot be read ({exc.strerror or exc})") from None
         entries: list[tuple[bytes, Scope]] = []
-        for number, raw in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        for number, raw in enumerate(text.split("\n"), start=1):
             line = raw.split("#", 1)[0].strip()
             if not line:
                 continue
@@ -37,12 +50,10 @@ class TokenTable:
                 )
             scope: Scope = "read" if parts[1] == "read" else "write"
             entries.append((parts[0].encode(), scope))
-        if not entries:
-            raise TokenFileError(f"{path} holds no tokens")
         return cls(tuple(entries))
 
     def scope_of(self, presented: str) -> Scope | None:
-        candidate = presented.encode()
+        candidate = presented.encode("utf-8", "surrogateescape")
         found: Scope | None = None
         for token, scope in self.entries:
             if hmac.compare_digest(candidate, token):

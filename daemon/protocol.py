@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 # ---------------------------------------------------------------- common
 
@@ -357,6 +357,26 @@ class ExecInput(ToolInput):
     keep: Literal["tail", "head"] = Field(
         "tail", description="Which end of long output to keep (the rest goes to spill_path)."
     )
+
+    @field_validator("argv")
+    @classmethod
+    def _argv_no_nul(cls, argv: list[str]) -> list[str]:
+        if any("\0" in arg for arg in argv):
+            raise ValueError("an argument holds a NUL character, which no program can receive")
+        return argv
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not name or "=" in name or "\0" in name or len(name) > 1024:
+                raise ValueError(
+                    f"environment name {name[:40]!r} is invalid: names are 1-1024 characters "
+                    "without '=' or NUL"
+                )
+            if "\0" in value:
+                raise ValueError(f"environment variable {name[:40]!r} holds a NUL character")
+        return env
 
 
 class ExecOutput(ToolOutput):

@@ -3,15 +3,19 @@
 Nothing here knows what a tool does. A handler parses the body, checks the
 token's scope, calls the workspace, and serialises the model; any exception
 that is not one of ours becomes ``internal`` with an id to find it in the log,
-never a traceback on the wire.
+never a traceback on the wire. Errors aiohttp raises before a route runs are
+turned into envelopes by :mod:`airlock.daemon.transport`.
+
+Every listener (the Unix socket, the optional TCP one) shares one
+:class:`ServerState`: one token table, re-read once on SIGHUP, and one metrics
+registry.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import errno
 import logging
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,40 +25,58 @@ from aiohttp import web
 
 from airlock import daemon as daemon_pkg
 from airlock.daemon.auth import Scope, TokenTable
-from airlock.daemon.errors import AirlockError, InvalidRequest, Unauthorized
+from airlock.daemon.errors import (
+    AirlockError,
+    ErrorCode,
+    InvalidRequest,
+    NotFound,
+    TooLarge,
+    Unauthorized,
+)
 from airlock.daemon.metrics import DaemonMetrics
 from airlock.daemon.openapi import openapi_document
-from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, ToolCatalog
+from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
+from airlock.daemon.request_body import read_json_body
+from airlock.daemon.transport import error_response, internal_error, json_response
 from airlock.daemon.workspace import Workspace
 
 log = logging.getLogger("airlockd")
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT_S = 60.0
 VERSION = getattr(daemon_pkg, "__version__", "0.1.0")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ServerState:
-    """Mutable per-app state: the token table (reloaded on SIGHUP) and metrics."""
+    """State every listener shares: the token table (reloaded on SIGHUP) and the metrics."""
 
-    def __init__(self, token_file: Path | None, require_token: bool) -> None:
+    def __init__(self, token_file: Path | None) -> None:
         self.token_file = token_file
-        self.require_token = require_token
         self.tokens: TokenTable | None = TokenTable.load(token_file) if token_file else None
-        self.metrics = DaemonMetrics()
+        self.metrics = DaemonMetrics(
+            tools=(spec.name for spec in TOOL_SPECS),
+            outcomes=(str(code) for code in ErrorCode),
+        )
         self.catalog = ToolCatalog(tools=[spec.info() for spec in TOOL_SPECS]).model_dump(
             mode="json"
         )
 
     def reload_tokens(self) -> None:
+        """Re-read the token file; a bad file keeps the old table (raises, the caller logs)."""
         if self.token_file is not None:
-            self.tokens = TokenTable.load(self.token_file)
-            log.info("token file reloaded")
+            table = TokenTable.load(self.token_file)
+            self.tokens = table
+            log.info(
+                "token file reloaded: %d token(s)%s",
+                len(table.entries),
+                "" if table.entries else " (every token revoked)",
+            )
 
     def scope_for(self, request: web.Request) -> Scope:
         if self.tokens is None:
-            if self.require_token:
+            if request.app[REQUIRE_TOKEN_KEY]:
                 raise Unauthorized("this listener requires a token, and none is configured")
             return "write"
         header = request.headers.get("Authorization", "")
@@ -72,18 +94,16 @@ class ServerState:
 
 WORKSPACE_KEY = web.AppKey("workspace", Workspace)
 STATE_KEY = web.AppKey("state", ServerState)
+REQUIRE_TOKEN_KEY = web.AppKey("require_token", bool)
+BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
 
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(data, ensure_ascii=False).encode(),
-        status=status,
-        content_type="application/json",
-    )
-
-
-def _error_response(exc: AirlockError) -> web.Response:
-    return _json(exc.to_envelope(), exc.status)
+# OS errors a caller's input causes (a name over NAME_MAX, a symlink loop, an
+# environment over ARG_MAX): the client's mistake, so never ``internal``.
+_CLIENT_ERRNOS = {
+    errno.ENAMETOOLONG: "a path or name in the request is too long for the file system",
+    errno.ELOOP: "a path in the request runs into a symlink loop",
+    errno.E2BIG: "the command's arguments and environment are too large",
+}
 
 
 @web.middleware
@@ -91,40 +111,57 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except AirlockError as exc:
-        return _error_response(exc)
+        return error_response(exc)
     except web.HTTPRequestEntityTooLarge as exc:
-        return _json(
-            {
-                "error": {
-                    "code": "too_large",
-                    "message": f"the request body is over the limit ({exc.text}); "
-                    "split the change into smaller calls",
-                    "details": {},
-                }
-            },
-            413,
+        return error_response(
+            TooLarge(
+                f"the request body is over the limit ({exc.text}); split the change into "
+                "smaller calls"
+            )
         )
     except web.HTTPException as exc:
-        code = {404: "unknown_tool", 405: "invalid_request"}.get(exc.status, "invalid_request")
-        return _json(
-            {"error": {"code": code, "message": exc.reason or "bad request", "details": {}}},
-            exc.status,
-        )
+        return error_response(_http_error(request, exc))
     except asyncio.CancelledError:
         raise
-    except Exception:
-        incident = secrets.token_hex(6)
-        log.exception("internal error %s on %s", incident, request.path)
-        return _json(
-            {
-                "error": {
-                    "code": "internal",
-                    "message": f"internal error (incident {incident}); the daemon log has details",
-                    "details": {"incident": incident},
-                }
-            },
-            500,
+    except Exception as exc:
+        return error_response(client_mistake(exc) or internal_error(request.path))
+
+
+def client_mistake(exc: BaseException) -> AirlockError | None:
+    """The envelope error for an exception the caller's input caused, or None (a fault of ours)."""
+    if isinstance(exc, OSError) and exc.errno in _CLIENT_ERRNOS:
+        return InvalidRequest(f"{_CLIENT_ERRNOS[exc.errno]}; shorten or fix it and call again")
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidRequest("the request holds text that is not valid Unicode; send UTF-8 text")
+    return None
+
+
+def _http_error(request: web.Request, exc: web.HTTPException) -> AirlockError:
+    """aiohttp's router errors (404, 405, ...) as envelopes that say what exists."""
+    if exc.status == 404:
+        return NotFound(
+            f"there is no route {request.method} {_printable(request.path)}; the routes are "
+            "GET /v1/health, GET /v1/tools, POST /v1/tools/NAME, GET /v1/openapi.json, "
+            "GET /metrics"
         )
+    if exc.status == 405:
+        allowed = exc.headers.get("Allow", "")
+        return _MethodNotAllowed(
+            f"{request.method} is not allowed on {_printable(request.path)}; use {allowed}"
+        )
+    return InvalidRequest(f"{exc.reason or 'bad request'}; fix the request and call again")
+
+
+class _MethodNotAllowed(InvalidRequest):
+    """``invalid_request`` answered with HTTP's own 405, so generic clients see the method error."""
+
+    @property
+    def status(self) -> int:
+        return 405
+
+
+def _printable(text: str) -> str:
+    return text[:200].encode("ascii", "backslashreplace").decode()
 
 
 async def health(request: web.Request) -> web.Response:
@@ -135,18 +172,18 @@ async def health(request: web.Request) -> web.Response:
         workspace=str(ws.ctx.roots.workspace),
         engines=ws.ctx.engines,
     )
-    return _json(body.model_dump(mode="json"))
+    return json_response(body.model_dump(mode="json"))
 
 
 async def list_tools(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
     state.scope_for(request)
-    return _json(state.catalog)
+    return json_response(state.catalog)
 
 
 async def openapi(request: web.Request) -> web.Response:
     request.app[STATE_KEY].scope_for(request)
-    return _json(openapi_document(VERSION))
+    return json_response(openapi_document(VERSION))
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -155,17 +192,30 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(text=state.metrics.render(), content_type="text/plain")
 
 
+async def _read_body(request: web.Request) -> bytes:
+    """The whole body within the body timeout (a client trickling bytes cannot hold a handler)."""
+    limit = request.app[BODY_TIMEOUT_KEY]
+    try:
+        async with asyncio.timeout(limit):
+            return await request.read()
+    except TimeoutError:
+        raise InvalidRequest(
+            f"the request body did not arrive within {limit:g} s; send the whole body at once"
+        ) from None
+
+
 async def call_tool(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
     ws = request.app[WORKSPACE_KEY]
     scope = state.scope_for(request)
     name = request.match_info["name"]
-    try:
-        body = await request.json() if request.can_read_body else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    if request.content_type.startswith("multipart/"):
         raise InvalidRequest(
-            f"the request body is not valid JSON ({exc}); send a JSON object"
-        ) from None
+            f"the request body is {request.content_type}; send the tool's input as a JSON "
+            "object (Content-Type: application/json)"
+        )
+    raw = await _read_body(request) if request.can_read_body else b""
+    body: Any = await read_json_body(raw, ws.io.run)
     started = time.monotonic()
     state.metrics.in_flight += 1
     outcome = "ok"
@@ -174,27 +224,42 @@ async def call_tool(request: web.Request) -> web.Response:
     except AirlockError as exc:
         outcome = str(exc.code)
         raise
-    except Exception:
-        outcome = "internal"
-        raise
+    except Exception as exc:
+        mistake = client_mistake(exc)
+        if mistake is None:
+            outcome = "internal"
+            raise
+        outcome = str(mistake.code)
+        raise mistake from None
     finally:
         state.metrics.in_flight -= 1
         state.metrics.observe(name, outcome, time.monotonic() - started)
     # The serializer's bytes go straight to the wire (model_dump_json would decode them to str).
-    body = result.__pydantic_serializer__.to_json(result)
-    return web.Response(body=body, content_type="application/json")
+    # A page of file_read is bounded and hot; anything else may be megabytes (diffs, exec
+    # output, images) and is serialised on a worker thread so the loop stays free.
+    serialize = result.__pydantic_serializer__.to_json
+    if isinstance(result, TextFile):
+        data = serialize(result)
+    else:
+        data = await ws.io.run(lambda: serialize(result))
+    return web.Response(body=data, content_type="application/json")
 
 
 def build_app(
     workspace: Workspace,
     *,
+    state: ServerState | None = None,
     token_file: Path | None = None,
     require_token: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> web.Application:
+    """One listener's app; pass the same ``state`` to every listener of a daemon."""
     app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
     app[WORKSPACE_KEY] = workspace
-    app[STATE_KEY] = ServerState(token_file, require_token)
+    app[STATE_KEY] = state if state is not None else ServerState(token_file)
+    app[REQUIRE_TOKEN_KEY] = require_token
+    app[BODY_TIMEOUT_KEY] = body_timeout_s
     app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/tools", list_tools)
     app.router.add_post("/v1/tools/{name}", call_tool)

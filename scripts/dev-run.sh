@@ -7,12 +7,14 @@ root=$(pwd)
 state="$root/.airlock"
 bin="$root/.venv/bin"
 mkdir -p "$state"
+# The daemon's journals may not live inside a root it serves (airlockd refuses that).
+daemon_state="${XDG_STATE_HOME:-$HOME/.local/state}/airlock/daemon-$(printf %s "$root" | sha256sum | cut -c1-12)"
 
 "$bin/airlock-proxy" --listen 127.0.0.1:8080 --control "unix:$state/proxy.sock" \
   --state-dir "$state/proxy" --store memory >"$state/proxy.log" 2>&1 &
 proxy_pid=$!
 "$bin/airlockd" --workspace "$root" --socket "$state/airlockd.sock" \
-  --artifacts-dir "$state/artifacts" --state-dir "$state/daemon" >"$state/airlockd.log" 2>&1 &
+  --artifacts-dir "$state/artifacts" --state-dir "$daemon_state" >"$state/airlockd.log" 2>&1 &
 daemon_pid=$!
 trap 'kill -TERM $proxy_pid $daemon_pid 2>/dev/null; wait' EXIT INT TERM
 

@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
+from airlock.daemon.identity import spawn_kwargs
 from airlock.daemon.protocol import ExecInput, ExecOutput
 
 _CHUNK = 65536
@@ -114,7 +115,8 @@ async def exec_tool(ctx: ToolContext, req: ExecInput) -> ExecOutput:
         raise NotFound(f"working directory {cwd.display} does not exist", {"cwd": cwd.display})
     if not cwd.real.is_dir():
         raise IsDirectory(f"cwd {cwd.display} is a file; pass a directory", {"cwd": cwd.display})
-    env = {**os.environ, **req.env}
+    user = ctx.config.exec_user
+    env = {**os.environ, **(user.env() if user is not None else {}), **req.env}
     call_id = f"exec-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
     out = CappedStream(req.max_output_bytes, req.keep, ctx.config.artifacts / f"{call_id}.stdout")
     err = CappedStream(req.max_output_bytes, req.keep, ctx.config.artifacts / f"{call_id}.stderr")
@@ -128,6 +130,7 @@ async def exec_tool(ctx: ToolContext, req: ExecInput) -> ExecOutput:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            **spawn_kwargs(user),
         )
     except FileNotFoundError:
         raise NotFound(

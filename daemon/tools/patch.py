@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airlock.daemon.context import ToolContext
-from airlock.daemon.diffs import unified_diff
+from airlock.daemon.diffs import unified_diff, unified_diff_async
 from airlock.daemon.errors import (
     AirlockError,
     AmbiguousMatch,
@@ -181,6 +181,10 @@ class FilePlan:
     def diff(self) -> str:
         return unified_diff(self.resolved.display, self.decoded.text, self.text)
 
+    async def diff_off_loop(self) -> str:
+        """The diff on a worker thread (it may take up to its budget; the loop stays free)."""
+        return await unified_diff_async(self.resolved.display, self.decoded.text, self.text)
+
     def planned_write(self) -> PlannedWrite:
         return PlannedWrite(
             self.resolved.real,
@@ -264,7 +268,7 @@ async def file_patch(ctx: ToolContext, req: FilePatchInput) -> FilePatchOutput:
         replacements=result.replacements,
         match=result.match,
         sha256=sha256_hex(new_bytes),
-        diff=plan.diff(),
+        diff=await plan.diff_off_loop(),
         diagnostics=found,
         diagnostics_skipped=skipped,
     )
@@ -298,7 +302,7 @@ async def file_multi_patch(ctx: ToolContext, req: FileMultiPatchInput) -> FileMu
                 path=p.resolved.display,
                 replacements=p.replacements,
                 sha256=sha256_hex(w.after or b""),
-                diff=p.diff(),
+                diff=await p.diff_off_loop(),
             )
             for p, w in zip(plans, writes, strict=True)
         ],
@@ -310,5 +314,5 @@ async def file_multi_patch(ctx: ToolContext, req: FileMultiPatchInput) -> FileMu
 async def file_diff_preview(ctx: ToolContext, req: FileDiffPreviewInput) -> FileDiffPreviewOutput:
     plans = await plan_in_thread(ctx, req.edits, req.granted_paths)
     return FileDiffPreviewOutput(
-        files=[PreviewFile(path=p.resolved.display, diff=p.diff()) for p in plans]
+        files=[PreviewFile(path=p.resolved.display, diff=await p.diff_off_loop()) for p in plans]
     )

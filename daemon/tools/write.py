@@ -7,7 +7,7 @@ import os
 import stat
 
 from airlock.daemon.context import ToolContext
-from airlock.daemon.diffs import unified_diff
+from airlock.daemon.diffs import unified_diff_async
 from airlock.daemon.errors import IsDirectory, NotFound, StaleWrite
 from airlock.daemon.fsio import PlannedWrite, read_file_bytes, sha256_hex
 from airlock.daemon.paths import ResolvedPath
@@ -71,7 +71,7 @@ async def file_write(ctx: ToolContext, req: FileWriteInput) -> FileWriteOutput:
         created=plan.before is None,
         bytes=len(after),
         sha256=sha256_hex(after),
-        diff=unified_diff(resolved.display, old_text, new_text),
+        diff=await unified_diff_async(resolved.display, old_text, new_text),
         diagnostics=found,
         diagnostics_skipped=skipped,
     )

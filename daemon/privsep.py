@@ -1,0 +1,179 @@
+"""Start-up checks that make the ``--exec-user`` split real, and refuse layouts that defeat it.
+
+What the agent runs (as the exec user) must not be able to read the token
+file, nor write the state dir (apply_patch journals, which recovery acts on at
+the next start) or the artifacts dir (exec spills the daemon hands back). So
+airlockd creates those directories itself, owned by its own user (state 0700,
+artifacts 0755), and refuses to start, with one line naming the path and the
+fix, when an existing one is owned by someone else, is writable by the exec
+user, or sits under a directory the exec user could rename it out of. The
+state dir may never lie inside a root (the workspace or an extra root): the
+file tools themselves could then plant a journal.
+
+Every refusal is a :class:`StartupRefused`; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from airlock.daemon.identity import ExecUser
+
+log = logging.getLogger("airlockd")
+
+STATE_MODE = 0o700
+ARTIFACTS_MODE = 0o755
+_CAP_SETGID = 6
+_CAP_SETUID = 7
+
+
+class StartupRefused(Exception):
+    """A layout or identity airlockd will not run with; the message is one line."""
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def check_state_dir_outside_roots(state: Path, roots: list[Path]) -> None:
+    real = state.resolve()
+    for root in roots:
+        real_root = root.resolve()
+        if _inside(real, real_root):
+            raise StartupRefused(
+                f"--state-dir {state} is inside the root {root}: the file tools (and the agent) "
+                "could plant patch journals there; put the state dir outside the workspace and "
+                "every --extra-root"
+            )
+
+
+def writable_by(st: os.stat_result, user: ExecUser) -> bool:
+    """Whether ``user`` may write (create, rename, delete entries in) what ``st`` describes."""
+    if user.uid == 0:
+        return True
+    if st.st_uid == user.uid:
+        return bool(st.st_mode & stat.S_IWUSR)
+    if st.st_gid == user.gid or st.st_gid in user.groups:
+        return bool(st.st_mode & stat.S_IWGRP)
+    return bool(st.st_mode & stat.S_IWOTH)
+
+
+def readable_by(st: os.stat_result, user: ExecUser) -> bool:
+    if user.uid == 0:
+        return True
+    if st.st_uid == user.uid:
+        return bool(st.st_mode & stat.S_IRUSR)
+    if st.st_gid == user.gid or st.st_gid in user.groups:
+        return bool(st.st_mode & stat.S_IRGRP)
+    return bool(st.st_mode & stat.S_IROTH)
+
+
+def can_switch_user() -> bool:
+    """Root, or the capabilities ``setuid``/``setgid``/``setgroups`` need (CAP_SETUID, CAP_SETGID)."""
+    if os.geteuid() == 0:
+        return True
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    caps = int(line.split()[1], 16)
+                    return bool(caps >> _CAP_SETUID & 1 and caps >> _CAP_SETGID & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def check_exec_user(user: ExecUser) -> None:
+    if user.uid == 0:
+        raise StartupRefused(
+            f"--exec-user {user.name} is root; agent commands must run as an unprivileged user"
+        )
+    if user.uid == os.geteuid():
+        raise StartupRefused(
+            f"--exec-user {user.name} is airlockd's own user, so nothing would be separated; "
+            "name another user, or drop the flag"
+        )
+    if not can_switch_user():
+        raise StartupRefused(
+            f"--exec-user {user.name} needs airlockd to run as root (or with CAP_SETUID and "
+            "CAP_SETGID) to start commands as that user"
+        )
+
+
+def ensure_private_dir(path: Path, mode: int, flag: str, user: ExecUser | None) -> None:
+    """Create ``path`` (owned by us, ``mode``) if missing; with an exec user, verify it is ours.
+
+    Verified: a directory, owned by airlockd's user, not writable by the exec
+    user, and no ancestor that the exec user could rename it out of (one it
+    can write, unless sticky and owned by someone else, like ``/tmp``).
+    """
+    if not path.exists():
+        path.mkdir(parents=True, mode=mode)
+        os.chmod(path, mode)
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StartupRefused(f"{flag} {path} is not a directory; point it at a directory")
+    if user is None:
+        return
+    if st.st_uid != os.geteuid():
+        raise StartupRefused(
+            f"{flag} {path} is owned by uid {st.st_uid}, not airlockd's user (uid "
+            f"{os.geteuid()}); chown it to airlockd's user or let airlockd create it"
+        )
+    if writable_by(st, user):
+        raise StartupRefused(
+            f"{flag} {path} is writable by --exec-user {user.name}; make it "
+            f"chmod {mode:o} (owned by airlockd's user)"
+        )
+    for parent in path.resolve().parents:
+        pst = os.stat(parent)
+        sticky = bool(pst.st_mode & stat.S_ISVTX)
+        if writable_by(pst, user) and (not sticky or pst.st_uid == user.uid):
+            raise StartupRefused(
+                f"{flag} {path}: its parent {parent} is writable by --exec-user {user.name}, "
+                "who could swap the directory; use a parent only airlockd's user can write"
+            )
+
+
+def check_token_file(token_file: Path, user: ExecUser) -> None:
+    st = os.stat(token_file)
+    if readable_by(st, user):
+        raise StartupRefused(
+            f"--token-file {token_file} is readable by --exec-user {user.name}; make it "
+            "chmod 600 and owned by airlockd's user"
+        )
+
+
+def prepare(
+    *,
+    state: Path,
+    artifacts: Path,
+    roots: list[Path],
+    token_file: Path | None,
+    user: ExecUser | None,
+) -> None:
+    """Every start-up check, in the order that gives the most useful first refusal."""
+    if user is not None:
+        check_exec_user(user)
+    check_state_dir_outside_roots(state, roots)
+    ensure_private_dir(state, STATE_MODE, "--state-dir", user)
+    ensure_private_dir(artifacts, ARTIFACTS_MODE, "--artifacts-dir", user)
+    if user is not None and token_file is not None:
+        check_token_file(token_file, user)
+    if user is None:
+        log.info(
+            "no --exec-user: exec and every program it starts run as airlockd's own user "
+            "(uid %d), which can read the token file and write the state dir",
+            os.geteuid(),
+        )
+    else:
+        log.info(
+            "agent commands run as %s (uid %d, gid %d, groups %s)",
+            user.name,
+            user.uid,
+            user.gid,
+            ",".join(str(g) for g in user.groups),
+        )
