@@ -344,6 +344,109 @@ class ExecOutput(ToolOutput):
     spill_path: str | None = None
 
 
+# ---------------------------------------------------------------- background processes
+# (process_start, process_read, process_write, process_kill, process_list; their specs are
+# appended to TOOL_SPECS in one block at the end of this module.)
+
+MAX_LIVE_PROCESSES = 32
+PROCESS_RING_BYTES = 8 * 1024 * 1024
+
+
+class ProcessStartInput(ToolInput):
+    argv: list[str] = Field(
+        min_length=1, description="Program and arguments; no shell (wrap in sh -c yourself)."
+    )
+    cwd: str = Field(".", description="Working directory, inside the workspace or a root.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Variables added to the daemon's environment."
+    )
+    stdin: str | None = Field(
+        None, description="Written to the process's stdin at start; stdin stays open for more."
+    )
+    name: str | None = Field(
+        None, max_length=200, description="A label for process_list (e.g. 'dev-server')."
+    )
+
+
+class ProcessStartOutput(ToolOutput):
+    id: str = Field(description="Pass this id to process_read, process_write and process_kill.")
+    pid: int
+
+
+class ProcessReadInput(ToolInput):
+    id: str = Field(description="The id process_start returned.")
+    offset: int = Field(
+        0, ge=0, description="Where to start: 0 at first, then the previous next_offset."
+    )
+    max_bytes: int = Field(65536, ge=1, le=8 * 1024 * 1024, description="Most bytes returned.")
+    wait_ms: int = Field(
+        0,
+        ge=0,
+        le=30000,
+        description="When nothing new is there yet, wait up to this long for output or exit.",
+    )
+
+
+class ProcessReadOutput(ToolOutput):
+    stdout: str
+    stderr: str
+    next_offset: int = Field(description="Pass it as offset to read what comes next.")
+    running: bool
+    exit_code: int | None = Field(description="Null while running, or when killed by a signal.")
+    signal: int | None = Field(None, description="The signal that ended the process, if one did.")
+    dropped: int = Field(
+        description="Bytes before next_offset's range that were overwritten (the buffer keeps "
+        "the newest 8 MiB); read more often to lose none."
+    )
+
+
+class ProcessWriteInput(ToolInput):
+    id: str = Field(description="The id process_start returned.")
+    data: str = Field("", max_length=1_000_000, description="Text written to stdin as UTF-8.")
+    eof: bool = Field(False, description="Close stdin after writing (the program sees EOF).")
+
+
+class ProcessWriteOutput(ToolOutput):
+    id: str
+    written: int = Field(description="Bytes written to stdin.")
+    stdin_open: bool
+
+
+class ProcessKillInput(ToolInput):
+    id: str = Field(description="The id process_start returned.")
+    signal: Literal["TERM", "KILL", "INT"] = Field(
+        "TERM", description="TERM asks politely, INT is Ctrl-C, KILL cannot be ignored."
+    )
+
+
+class ProcessKillOutput(ToolOutput):
+    id: str
+    pid: int
+    signal: str
+    running: bool = Field(description="Still running a moment after the signal; KILL if so.")
+    exit_code: int | None
+
+
+class ProcessListInput(ToolInput):
+    pass
+
+
+class ProcessInfo(BaseModel):
+    id: str
+    pid: int
+    name: str | None
+    argv: list[str]
+    running: bool
+    exit_code: int | None
+    signal: int | None
+    started_at: float = Field(description="Unix time the process started.")
+    output_bytes: int = Field(description="Combined offset of the newest output byte.")
+
+
+class ProcessListOutput(ToolOutput):
+    processes: list[ProcessInfo]
+
+
 # ---------------------------------------------------------------- service routes
 
 
@@ -494,6 +597,69 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         ExecOutput,
         read_only=False,
         supports_parallel=False,
+    ),
+)
+
+
+# ---------------------------------------------------------------- background process specs
+# Appended in one block so the process tools stay together (see the models above).
+
+_PROCESS_POLL = (
+    "Poll it with process_read (offset=next_offset, wait_ms up to 30000 to wait for new output)."
+)
+
+TOOL_SPECS = (
+    *TOOL_SPECS,
+    ToolSpec(
+        "process_start",
+        "Start a long-running program in the background and return at once with its id: dev "
+        "servers, file watchers, test runners in watch mode, anything you need to keep "
+        "running while you do other things (use exec for commands that finish). "
+        + _PROCESS_POLL
+        + " At most 32 run at once; stop them with process_kill when done.",
+        ProcessStartInput,
+        ProcessStartOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "process_read",
+        "Read a background process's output (stdout and stderr on one offset line) and "
+        "whether it still runs. Start at offset 0, then pass next_offset each time; with "
+        "wait_ms the call waits for new output or exit, so poll a server's log or a "
+        "watcher's rebuild without busy-looping. dropped > 0 means older output was "
+        "overwritten (8 MiB kept).",
+        ProcessReadInput,
+        ProcessReadOutput,
+        read_only=True,
+        supports_parallel=True,
+    ),
+    ToolSpec(
+        "process_write",
+        "Write text to a background process's stdin (a REPL, an interactive prompt); "
+        "eof=true closes stdin. Read the answer with process_read.",
+        ProcessWriteInput,
+        ProcessWriteOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "process_kill",
+        "Stop a background process and everything it started: TERM (default), INT (Ctrl-C) "
+        "or KILL. Its output stays readable with process_read.",
+        ProcessKillInput,
+        ProcessKillOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "process_list",
+        "List background processes (running and recently exited) with their ids, names, "
+        "commands and exit codes.",
+        ProcessListInput,
+        ProcessListOutput,
+        read_only=True,
+        supports_parallel=True,
     ),
 )
 
