@@ -9,6 +9,7 @@ named after their codes, so ``except PathEscape`` works on both sides.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -41,6 +42,8 @@ from airlock.daemon.protocol import (
     ApplyPatchOutput,
     DiagnosticsInput,
     DiagnosticsOutput,
+    ExecErrorEvent,
+    ExecEvent,
     ExecInput,
     ExecOutput,
     FileDiffPreviewInput,
@@ -61,6 +64,16 @@ from airlock.daemon.protocol import (
     FileWriteOutput,
     HealthOutput,
     ImageFile,
+    ProcessKillInput,
+    ProcessKillOutput,
+    ProcessListInput,
+    ProcessListOutput,
+    ProcessReadInput,
+    ProcessReadOutput,
+    ProcessStartInput,
+    ProcessStartOutput,
+    ProcessWriteInput,
+    ProcessWriteOutput,
     TextFile,
     ToolInfo,
     ToolInput,
@@ -92,6 +105,7 @@ In = TypeVar("In", bound=ToolInput)
 Out = TypeVar("Out")
 
 _READ_ADAPTER: TypeAdapter[TextFile | ImageFile] = TypeAdapter(FileReadOutput)
+_EVENT_ADAPTER: TypeAdapter[ExecEvent] = TypeAdapter(ExecEvent)
 
 
 class DaemonClient:
@@ -238,6 +252,69 @@ class DaemonClient:
 
     async def exec(self, req: ExecInput | None = None, **kw: Any) -> ExecOutput:
         return await self._typed("exec", ExecInput, req, kw, ExecOutput)
+
+    # ------------------------------------------------------------ streaming exec and processes
+
+    async def exec_stream(
+        self, req: ExecInput | None = None, **kw: Any
+    ) -> AsyncIterator[ExecEvent]:
+        """Run a command and yield its events as they happen (``POST /v1/exec/stream``).
+
+        ``started`` (pid), then ``stdout``/``stderr`` chunks (text and byte offset),
+        then ``exit``. Errors before the start raise like any tool call; an
+        ``error`` event after it raises too. Leaving the loop early (``break``,
+        cancellation) closes the connection, and the daemon kills the command.
+        """
+        request = req if req is not None else ExecInput.model_validate(kw)
+        body = request.model_dump(mode="json", exclude_unset=True)
+        async with self._http().post(
+            f"{self._base}/v1/exec/stream",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        ) as resp:
+            if resp.status >= 400:
+                raise _error_from_response(resp.status, await resp.read())
+            pending = b""
+            async for chunk in resp.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        event = _EVENT_ADAPTER.validate_json(line)
+                        if isinstance(event, ExecErrorEvent):
+                            err = event.error
+                            raise error_from_envelope(err.code, err.message, err.details)
+                        yield event
+
+    async def process_start(
+        self, req: ProcessStartInput | None = None, **kw: Any
+    ) -> ProcessStartOutput:
+        """Start a background process (a dev server, a watcher); returns its id and pid."""
+        return await self._typed("process_start", ProcessStartInput, req, kw, ProcessStartOutput)
+
+    async def process_read(
+        self, req: ProcessReadInput | None = None, **kw: Any
+    ) -> ProcessReadOutput:
+        """Read a background process's output from ``offset``; ``wait_ms`` long-polls."""
+        return await self._typed("process_read", ProcessReadInput, req, kw, ProcessReadOutput)
+
+    async def process_write(
+        self, req: ProcessWriteInput | None = None, **kw: Any
+    ) -> ProcessWriteOutput:
+        """Write to a background process's stdin (``eof=True`` closes it)."""
+        return await self._typed("process_write", ProcessWriteInput, req, kw, ProcessWriteOutput)
+
+    async def process_kill(
+        self, req: ProcessKillInput | None = None, **kw: Any
+    ) -> ProcessKillOutput:
+        """Signal a background process and its tree (TERM, INT or KILL)."""
+        return await self._typed("process_kill", ProcessKillInput, req, kw, ProcessKillOutput)
+
+    async def process_list(
+        self, req: ProcessListInput | None = None, **kw: Any
+    ) -> ProcessListOutput:
+        """The background processes, running and recently exited."""
+        return await self._typed("process_list", ProcessListInput, req, kw, ProcessListOutput)
 
 
 def _error_from_response(status: int, raw: bytes) -> AirlockError:

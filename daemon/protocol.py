@@ -447,6 +447,44 @@ class ProcessListOutput(ToolOutput):
     processes: list[ProcessInfo]
 
 
+# POST /v1/exec/stream: exec's input; these events, one JSON object a line.
+
+
+class ExecStartedEvent(BaseModel):
+    type: Literal["started"] = "started"
+    pid: int
+
+
+class ExecOutputEvent(BaseModel):
+    type: Literal["stdout", "stderr"]
+    data: str = Field(description="UTF-8 text (invalid bytes replaced); never a split character.")
+    offset: int = Field(description="Byte offset of this event's first byte in its stream.")
+
+
+class ExecExitEvent(BaseModel):
+    type: Literal["exit"] = "exit"
+    exit_code: int | None
+    timed_out: bool
+    duration_ms: int
+    signal: int | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    spill_path: str | None = None
+
+
+class ExecErrorEvent(BaseModel):
+    """A failure after ``started`` (before it, the answer is the usual error envelope)."""
+
+    type: Literal["error"] = "error"
+    error: ErrorBody
+
+
+ExecEvent = Annotated[
+    ExecStartedEvent | ExecOutputEvent | ExecExitEvent | ExecErrorEvent,
+    Field(discriminator="type"),
+]
+
+
 # ---------------------------------------------------------------- service routes
 
 
