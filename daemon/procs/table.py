@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING
 from airlock.daemon.errors import Conflict, InvalidRequest, NotFound, Timeout
 from airlock.daemon.procs.ring import DEFAULT_CAPACITY, OutputRing
 from airlock.daemon.procs.spill import SpillStore
-from airlock.daemon.procs.tree import TreeGuard, become_subreaper, descendants, scan
+from airlock.daemon.procs.tree import (
+    TreeGuard,
+    ZombieSweeper,
+    become_subreaper,
+    descendants,
+    scan,
+)
 from airlock.daemon.protocol import (
     MAX_LIVE_PROCESSES,
     ProcessInfo,
@@ -45,6 +51,7 @@ _KEEP_EXITED = 64
 _WRITE_TIMEOUT_S = 10.0
 _KILL_WAIT_S = 2.0
 _POLL_S = 0.05
+_ZOMBIE_SWEEP_S = 2.0
 _TRACK_EVERY = 5  # walk the tree every 5 polls (250 ms)
 _SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT}
 
@@ -92,10 +99,13 @@ class ProcessTable:
         self._procs: dict[str, Managed] = {}
         self._counter = 0
         self._start_lock = asyncio.Lock()
+        self._sweeper: asyncio.Task[None] | None = None
 
     def become_subreaper(self) -> bool:
         """Called by the real daemon at start-up (never in-process: tests share a pytest)."""
         self.subreaper = become_subreaper()
+        if self.subreaper and self._sweeper is None:
+            self._sweeper = asyncio.create_task(_sweep_zombies())
         return self.subreaper
 
     # ------------------------------------------------------------ tools
@@ -220,6 +230,9 @@ class ProcessTable:
 
     async def aclose(self) -> None:
         """Kill every background process and its tree (the daemon is stopping)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
         entries = list(self._procs.values())
         for entry in entries:
             await asyncio.to_thread(entry.guard.kill_all, (entry.proc.pid,))
@@ -280,6 +293,13 @@ class ProcessTable:
         exited = [p for p in self._procs.values() if p.finished.is_set()]
         for entry in exited[: max(0, len(exited) - _KEEP_EXITED)]:
             del self._procs[entry.id]
+
+
+async def _sweep_zombies() -> None:
+    sweeper = ZombieSweeper()
+    while True:
+        await asyncio.sleep(_ZOMBIE_SWEEP_S)
+        await asyncio.to_thread(sweeper.sweep)
 
 
 async def _wait_returncode(proc: asyncio.subprocess.Process) -> None:

@@ -219,7 +219,19 @@ class TreeGuard:
             frozen |= new
         for pid in frozen:
             _signal(pid, signal.SIGKILL)
-        reap_adopted(frozen - set(own_children))
+        own = set(own_children)
+        reap_adopted(frozen - own)
+        # Members that had already exited (a double fork's middle process) wait as zombies
+        # re-parented to us; reap the ones this tree can vouch for.
+        me = os.getpid()
+        reap_adopted(
+            info.pid
+            for info in scan().values()
+            if info.ppid == me
+            and info.state == "Z"
+            and info.pid not in own
+            and (self.seen.get(info.pid) == info.starttime or self.root in (info.sid, info.pgid))
+        )
         return frozen
 
     def signal_all(self, sig: int) -> set[int]:
@@ -255,3 +267,31 @@ def reap_adopted(pids: Iterable[int], attempts: int = 200) -> None:
         if not pending:
             return
         time.sleep(0.005)
+
+
+class ZombieSweeper:
+    """Reaps orphans re-parented to the (subreaper) daemon that nobody will ever wait for.
+
+    A zombie child of the daemon is either a direct child whose owner (asyncio's
+    child watcher, a ``Popen``) reaps it within moments, or an adopted orphan
+    nobody owns. One that is still a zombie, with the same start time, at two
+    consecutive sweeps is the latter; reaping it frees its pid.
+    """
+
+    def __init__(self) -> None:
+        self._previous: set[tuple[int, int]] = set()
+
+    def sweep(self) -> int:
+        """Blocking (reads ``/proc``); returns how many were reaped."""
+        me = os.getpid()
+        now = {
+            (info.pid, info.starttime)
+            for info in scan().values()
+            if info.ppid == me and info.state == "Z"
+        }
+        stale = now & self._previous
+        for pid, _start in stale:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        self._previous = now - stale
+        return len(stale)
