@@ -24,6 +24,7 @@ from typing import BinaryIO
 DEFAULT_PER_EXEC_CAP = 256 * 1024 * 1024
 DEFAULT_QUOTA = 1024 * 1024 * 1024
 _QUOTA_CHECK_BYTES = 8 * 1024 * 1024
+_WRITE_BATCH = 1024 * 1024
 SPILL_PREFIX = "exec-"
 
 
@@ -99,12 +100,14 @@ class CappedStream:
         self._tail_len = 0
         self._spill: BinaryIO | None = None
         self._since_check = 0
+        self._pending = bytearray()
 
     async def feed(self, data: bytes) -> None:
         """Take one chunk; past the cap, the whole stream goes to the spill file.
 
-        Spill writes run in a worker thread, in order (one chunk awaited at a
-        time), so a chatty command never blocks the event loop on disk.
+        Spill writes run in a worker thread, in order (one batch of up to
+        1 MiB awaited at a time), so a chatty command never blocks the event
+        loop on disk.
         """
         if self._spill is None and self.total + len(data) > self.cap:
             earlier = bytes(self._head) if self.keep == "head" else b"".join(self._tail)
@@ -126,7 +129,6 @@ class CappedStream:
                 self._tail_len -= len(self._tail.popleft())
 
     async def _write_spill(self, data: bytes) -> None:
-        assert self._spill is not None
         if len(data) > self.budget.remaining:
             data = data[: self.budget.remaining]
             self.spill_truncated = True
@@ -134,6 +136,15 @@ class CappedStream:
             return
         self.budget.remaining -= len(data)
         self.spilled += len(data)
+        self._pending += data
+        if len(self._pending) >= _WRITE_BATCH:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        """Hand the batched bytes to a worker thread (one hop per MiB, not per pipe read)."""
+        if not self._pending or self._spill is None:
+            return
+        data, self._pending = bytes(self._pending), bytearray()
         self._since_check += len(data)
         check = self.store is not None and self._since_check >= _QUOTA_CHECK_BYTES
         if check:
@@ -155,6 +166,7 @@ class CappedStream:
 
     async def aclose(self) -> None:
         if self._spill is not None:
+            await self._flush()
             await asyncio.to_thread(self._spill.close)
             if self.store is not None:
                 self.store.writing.discard(self.spill_path)
