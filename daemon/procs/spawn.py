@@ -90,9 +90,16 @@ async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.su
             "installed (exec runs argv directly, without a shell)",
             {"argv0": plan.argv[0]},
         ) from None
-    except PermissionError:
+    except PermissionError as exc:
+        if exc.filename is not None and Path(exc.filename) == plan.cwd:
+            raise InvalidRequest(
+                f"the command's user cannot enter the working directory {plan.cwd}; give it "
+                "access (chmod) or choose another cwd",
+                {"cwd": str(plan.cwd)},
+            ) from None
         raise InvalidRequest(
-            f"program {plan.argv[0]!r} is not executable", {"argv0": plan.argv[0]}
+            f"program {plan.argv[0]!r} is not executable (or its user may not run it)",
+            {"argv0": plan.argv[0]},
         ) from None
     except (OSError, ValueError) as exc:
         raise InvalidRequest(
