@@ -40,6 +40,15 @@ PR_SET_CHILD_SUBREAPER = 36
 _MAX_ROUNDS = 50
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def boot_ticks_now() -> int:
+    """Now, in the unit of ``/proc/PID/stat``'s start time (clock ticks since boot)."""
+    with open("/proc/uptime", "rb") as handle:
+        return int(float(handle.read().split()[0]) * _TICKS)
+
+
 def become_subreaper() -> bool:
     """Make this process a child subreaper; False where the kernel refuses (not Linux)."""
     try:
@@ -153,7 +162,8 @@ class TreeGuard:
 
     def __post_init__(self) -> None:
         info = read_stat(self.root)
-        self.since = info.starttime if info is not None else 0
+        # Start times are clock ticks since boot; a root already gone falls back to "a second ago".
+        self.since = info.starttime if info is not None else boot_ticks_now() - _TICKS
         if info is not None:
             self.seen[self.root] = info.starttime
 
