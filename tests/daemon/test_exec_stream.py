@@ -201,3 +201,10 @@ async def test_spill_and_caps_like_exec(client: DaemonClient) -> None:
     # The stream still carried everything; the spill is the whole record on disk.
     assert output(events, "stdout").count("\n") == 20000
     assert Path(last.spill_path).read_text().count("\n") == 20000
+
+
+async def test_openapi_describes_the_stream(client: DaemonClient) -> None:
+    spec = await client.openapi()
+    route = spec["paths"]["/v1/exec/stream"]["post"]
+    assert "application/x-ndjson" in route["responses"]["200"]["content"]
+    assert {"/v1/tools/process_start", "/v1/tools/process_read"} <= set(spec["paths"])
