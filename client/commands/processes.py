@@ -37,7 +37,7 @@ def _env(pairs: list[str]) -> dict[str, str]:
 
 
 async def _exec(args: argparse.Namespace) -> int:
-    argv = [a for a in args.argv if a != "--"] if args.argv[:1] == ["--"] else list(args.argv)
+    argv = list(args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
     if not argv:
         print(
             "airlock exec: give the command after --, e.g. airlock exec -- ls -la", file=sys.stderr

@@ -83,6 +83,8 @@ async def test_cli_exec_prints_live_and_exits_with_the_code(daemon: RunningDaemo
         "exec", "--socket", sock, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3"
     )
     assert (code, out, err) == (3, "hello\n", "oops\n")
+    code, out, _ = await run_cli("exec", "--socket", sock, "--", "echo", "a", "--", "b")
+    assert (code, out) == (0, "a -- b\n")
     code, _, err = await run_cli("exec", "--socket", sock, "--timeout", "1", "--", "sleep", "30")
     assert code == 124 and "timed out" in err
     code, _, err = await run_cli("exec", "--socket", sock, "--", "definitely-not-a-program-xyz")
