@@ -84,6 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="INFO", help="logging level")
     p.add_argument(
+        "--exec-spill-max-bytes",
+        type=int,
+        help="most bytes one exec may spill to the artifacts dir (default 256 MiB)",
+    )
+    p.add_argument(
+        "--artifacts-quota-bytes",
+        type=int,
+        help="spill files in the artifacts dir stay under this; oldest removed first (default 1 GiB)",
+    )
+    p.add_argument(
         "--tooling-key",
         action="store_true",
         help="print the sandbox tooling revalidation key and exit",
@@ -120,6 +130,11 @@ async def serve(args: argparse.Namespace) -> int:
         extra_roots=tuple(args.extra_root),
         artifacts_dir=args.artifacts_dir or base / "artifacts",
         state_dir=args.state_dir or base / "state",
+        **{
+            key: getattr(args, key)
+            for key in ("exec_spill_max_bytes", "artifacts_quota_bytes")
+            if getattr(args, key, None) is not None
+        },
     )
     workspace = Workspace(config)
     await workspace.startup()

@@ -91,3 +91,12 @@ def test_make_room_never_removes_a_spill_being_written(tmp_path: Path) -> None:
     store.writing.add(busy)
     store.make_room(0)
     assert busy.exists() and other.exists() and not old.exists()
+
+
+async def test_spill_cap_flag(workspace_dir: Path) -> None:
+    args = ["--exec-spill-max-bytes", "100000", "--artifacts-quota-bytes", "1000000"]
+    async with running_daemon(workspace_dir, extra_args=args) as daemon, daemon.client() as c:
+        script = "import sys; sys.stdout.buffer.write(b'q' * (1 << 20))"
+        out = await c.exec(argv=[sys.executable, "-c", script], max_output_bytes=1000)
+        assert out.spill_path is not None
+        assert Path(out.spill_path).stat().st_size == 100000
