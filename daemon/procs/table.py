@@ -27,7 +27,7 @@ from airlock.daemon.procs.tree import (
     ZombieSweeper,
     become_subreaper,
     descendants,
-    scan,
+    subtree,
 )
 from airlock.daemon.protocol import (
     MAX_LIVE_PROCESSES,
@@ -316,7 +316,7 @@ def kill_all_descendants() -> None:
     """SIGKILL every descendant of this process (the daemon is stopping; nothing may stay)."""
     me = os.getpid()
     for _ in range(10):
-        snap = scan()
+        snap = subtree(me)
         left = descendants(snap, [me]) - {me}
         left = {pid for pid in left if snap[pid].state not in ("Z", "X")}
         if not left:

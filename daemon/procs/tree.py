@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 MARKER_VAR = "AIRLOCK_TREE"
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 _MAX_ROUNDS = 50
 
 
@@ -93,7 +94,7 @@ def read_stat(pid: int) -> ProcInfo | None:
 
 
 def scan() -> dict[int, ProcInfo]:
-    """Every process on the machine (that ``/proc`` shows), by pid."""
+    """Every process on the machine (that ``/proc`` shows), by pid (slow on a busy machine)."""
     result: dict[int, ProcInfo] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -101,6 +102,45 @@ def scan() -> dict[int, ProcInfo]:
             if info is not None:
                 result[info.pid] = info
     return result
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper (``PR_GET_CHILD_SUBREAPER``)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        return bool(
+            libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value
+        )
+    except (OSError, AttributeError):
+        return False
+
+
+def subtree(pid: int) -> dict[int, ProcInfo]:
+    """``pid`` and its descendants, walked through ``children`` files (no full scan)."""
+    found: dict[int, ProcInfo] = {}
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        if current in found:
+            continue
+        info = read_stat(current)
+        if info is None:
+            continue
+        found[current] = info
+        stack.extend(children_of(current))
+    return found
+
+
+def snapshot() -> dict[int, ProcInfo]:
+    """The processes a sweep must consider.
+
+    In a subreaper every descendant of a command stays below it (orphans are
+    re-parented here), so walking our own subtree sees them all, at a fraction
+    of a full ``/proc`` scan. Anywhere else an orphan goes to init, and only a
+    full scan finds it.
+    """
+    return subtree(os.getpid()) if is_subreaper() else scan()
 
 
 def children_of(pid: int) -> list[int]:
@@ -220,7 +260,7 @@ class TreeGuard:
         """
         frozen: set[int] = set()
         for _ in range(_MAX_ROUNDS):
-            snap = scan()
+            snap = snapshot()
             new = self.members(snap) - frozen
             if not new:
                 break
@@ -236,8 +276,9 @@ class TreeGuard:
         me = os.getpid()
         reap_adopted(
             info.pid
-            for info in scan().values()
-            if info.ppid == me
+            for info in (read_stat(pid) for pid in children_of(me))
+            if info is not None
+            and info.ppid == me
             and info.state == "Z"
             and info.pid not in own
             and (self.seen.get(info.pid) == info.starttime or self.root in (info.sid, info.pgid))
@@ -246,7 +287,7 @@ class TreeGuard:
 
     def signal_all(self, sig: int) -> set[int]:
         """Send ``sig`` to every live member (a polite TERM/INT before a KILL)."""
-        members = self.members(scan())
+        members = self.members(snapshot())
         for pid in members:
             _signal(pid, sig)
         return members
@@ -296,8 +337,8 @@ class ZombieSweeper:
         me = os.getpid()
         now = {
             (info.pid, info.starttime)
-            for info in scan().values()
-            if info.ppid == me and info.state == "Z"
+            for info in (read_stat(pid) for pid in children_of(me))
+            if info is not None and info.state == "Z"
         }
         stale = now & self._previous
         for pid, _start in stale:
