@@ -38,23 +38,33 @@ OnStart = Callable[[int], Awaitable[None]]
 OnOutput = Callable[[str, bytes], Awaitable[None]]
 
 
+class _Flow:
+    """How many pumps are handing a chunk to a (possibly slow) stream listener right now."""
+
+    delivering = 0
+
+
 async def _pump(
     reader: asyncio.StreamReader | None,
     name: str,
     sink: CappedStream,
     on_output: OnOutput | None,
     pgid: int,
+    flow: _Flow,
 ) -> None:
     if reader is None:
         return
     while chunk := await reader.read(_CHUNK):
         if on_output is not None:
+            flow.delivering += 1
             try:
                 await on_output(name, chunk)
             except BaseException:
                 # The listener is gone (a stream client hung up): nobody will read the rest.
                 _kill_group(pgid)
                 raise
+            finally:
+                flow.delivering -= 1
         await sink.feed(chunk)
 
 
@@ -123,9 +133,10 @@ async def run_exec(
     try:
         if on_start is not None:
             await on_start(proc.pid)
+        flow = _Flow()
         pumps = [
-            asyncio.create_task(_pump(proc.stdout, "stdout", out, on_output, proc.pid)),
-            asyncio.create_task(_pump(proc.stderr, "stderr", err, on_output, proc.pid)),
+            asyncio.create_task(_pump(proc.stdout, "stdout", out, on_output, proc.pid, flow)),
+            asyncio.create_task(_pump(proc.stderr, "stderr", err, on_output, proc.pid, flow)),
         ]
         tasks.extend(pumps)
         if req.stdin is not None:
@@ -142,8 +153,14 @@ async def run_exec(
         tracker.cancel()
         await asyncio.to_thread(guard.kill_all, (proc.pid,))
         swept = True
-        if pending:
-            await asyncio.wait(pending, timeout=_DRAIN_GRACE_S)
+        # Everything that could write is gone: read to the end while output still flows or a
+        # slow stream client is still taking it; stop once a grace passes with neither (an
+        # escapee we could not kill holds the pipe open without writing).
+        while pending:
+            before = out.total + err.total
+            _done, pending = await asyncio.wait(pending, timeout=_DRAIN_GRACE_S)
+            if out.total + err.total == before and not flow.delivering:
+                break
     finally:
         if not swept:
             # Cancelled (the client went away) or failed: kill now, synchronously, so no

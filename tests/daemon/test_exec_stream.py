@@ -208,3 +208,22 @@ async def test_openapi_describes_the_stream(client: DaemonClient) -> None:
     route = spec["paths"]["/v1/exec/stream"]["post"]
     assert "application/x-ndjson" in route["responses"]["200"]["content"]
     assert {"/v1/tools/process_start", "/v1/tools/process_read"} <= set(spec["paths"])
+
+
+async def test_a_slow_client_still_gets_every_byte(client: DaemonClient) -> None:
+    """The command exits long before the client has read its output; nothing is cut off."""
+    script = "import sys; sys.stdout.write('z' * (1 << 20)); sys.stdout.flush()"
+    got = 0
+    paused_after_exit = False
+    pid = 0
+    async for event in client.exec_stream(argv=[sys.executable, "-c", script]):
+        if isinstance(event, ExecStartedEvent):
+            pid = event.pid
+            await asyncio.sleep(0.5)  # let the command fill every buffer on the way
+        elif isinstance(event, ExecOutputEvent):
+            got += len(event.data)
+            if not paused_after_exit and await wait_until(lambda p=pid: not alive(p), 10):
+                paused_after_exit = True
+                await asyncio.sleep(3)  # longer than the daemon's drain grace
+    assert paused_after_exit, "the command should have exited while output was still queued"
+    assert got == 1 << 20
