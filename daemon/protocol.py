@@ -370,7 +370,7 @@ class ProcessStartInput(ToolInput):
 
 class ProcessStartOutput(ToolOutput):
     id: str = Field(description="Pass this id to process_read, process_write and process_kill.")
-    pid: int
+    pid: int = Field(description="The process's pid in the sandbox.")
 
 
 class ProcessReadInput(ToolInput):
@@ -388,10 +388,12 @@ class ProcessReadInput(ToolInput):
 
 
 class ProcessReadOutput(ToolOutput):
-    stdout: str
-    stderr: str
+    stdout: str = Field(
+        description="Standard output in this range (UTF-8, invalid bytes replaced)."
+    )
+    stderr: str = Field(description="Standard error in this range.")
     next_offset: int = Field(description="Pass it as offset to read what comes next.")
-    running: bool
+    running: bool = Field(description="False once the process has exited.")
     exit_code: int | None = Field(description="Null while running, or when killed by a signal.")
     signal: int | None = Field(None, description="The signal that ended the process, if one did.")
     dropped: int = Field(
@@ -407,9 +409,9 @@ class ProcessWriteInput(ToolInput):
 
 
 class ProcessWriteOutput(ToolOutput):
-    id: str
+    id: str = Field(description="The process written to.")
     written: int = Field(description="Bytes written to stdin.")
-    stdin_open: bool
+    stdin_open: bool = Field(description="False once eof was sent.")
 
 
 class ProcessKillInput(ToolInput):
@@ -420,11 +422,11 @@ class ProcessKillInput(ToolInput):
 
 
 class ProcessKillOutput(ToolOutput):
-    id: str
-    pid: int
-    signal: str
+    id: str = Field(description="The process signalled.")
+    pid: int = Field(description="Its pid.")
+    signal: str = Field(description="The signal sent.")
     running: bool = Field(description="Still running a moment after the signal; KILL if so.")
-    exit_code: int | None
+    exit_code: int | None = Field(description="Its exit code if it exited normally.")
 
 
 class ProcessListInput(ToolInput):
@@ -432,51 +434,51 @@ class ProcessListInput(ToolInput):
 
 
 class ProcessInfo(BaseModel):
-    id: str
-    pid: int
-    name: str | None
-    argv: list[str]
-    running: bool
-    exit_code: int | None
-    signal: int | None
+    id: str = Field(description="The id to pass to the other process tools.")
+    pid: int = Field(description="The root process's pid.")
+    name: str | None = Field(description="The name given to process_start.")
+    argv: list[str] = Field(description="The command.")
+    running: bool = Field(description="False once it has exited.")
+    exit_code: int | None = Field(description="Exit code once exited normally.")
+    signal: int | None = Field(description="The signal that ended it, if one did.")
     started_at: float = Field(description="Unix time the process started.")
     output_bytes: int = Field(description="Combined offset of the newest output byte.")
 
 
 class ProcessListOutput(ToolOutput):
-    processes: list[ProcessInfo]
+    processes: list[ProcessInfo] = Field(description="Running and recently exited processes.")
 
 
 # POST /v1/exec/stream: exec's input; these events, one JSON object a line.
 
 
 class ExecStartedEvent(BaseModel):
-    type: Literal["started"] = "started"
-    pid: int
+    type: Literal["started"] = Field("started", description="The command has started.")
+    pid: int = Field(description="Its pid (the leader of its own process group).")
 
 
 class ExecOutputEvent(BaseModel):
-    type: Literal["stdout", "stderr"]
+    type: Literal["stdout", "stderr"] = Field(description="Which stream this chunk is from.")
     data: str = Field(description="UTF-8 text (invalid bytes replaced); never a split character.")
     offset: int = Field(description="Byte offset of this event's first byte in its stream.")
 
 
 class ExecExitEvent(BaseModel):
-    type: Literal["exit"] = "exit"
-    exit_code: int | None
-    timed_out: bool
-    duration_ms: int
-    signal: int | None = None
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    spill_path: str | None = None
+    type: Literal["exit"] = Field("exit", description="The last event: the command ended.")
+    exit_code: int | None = Field(description="Exit code; null when a signal ended it.")
+    timed_out: bool = Field(description="True when timeout_s ran out and it was killed.")
+    duration_ms: int = Field(description="Wall time from start to exit.")
+    signal: int | None = Field(None, description="The signal that ended it, if one did.")
+    stdout_truncated: bool = Field(False, description="stdout went past max_output_bytes.")
+    stderr_truncated: bool = Field(False, description="stderr went past max_output_bytes.")
+    spill_path: str | None = Field(None, description="Where the full output was spilled.")
 
 
 class ExecErrorEvent(BaseModel):
     """A failure after ``started`` (before it, the answer is the usual error envelope)."""
 
-    type: Literal["error"] = "error"
-    error: ErrorBody
+    type: Literal["error"] = Field("error", description="The command failed after it started.")
+    error: ErrorBody = Field(description="The usual error body (code, message, details).")
 
 
 ExecEvent = Annotated[

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airlock.daemon.errors import Conflict, InvalidRequest, NotFound, Timeout
-from airlock.daemon.procs.ring import DEFAULT_CAPACITY, OutputRing
+from airlock.daemon.procs.ring import OutputRing
 from airlock.daemon.procs.spill import SpillStore
 from airlock.daemon.procs.tree import (
     TreeGuard,
@@ -31,6 +31,7 @@ from airlock.daemon.procs.tree import (
 )
 from airlock.daemon.protocol import (
     MAX_LIVE_PROCESSES,
+    PROCESS_RING_BYTES,
     ProcessInfo,
     ProcessKillInput,
     ProcessKillOutput,
@@ -92,7 +93,7 @@ class Managed:
 
 
 class ProcessTable:
-    def __init__(self, spills: SpillStore, ring_bytes: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, spills: SpillStore, ring_bytes: int = PROCESS_RING_BYTES) -> None:
         self.spills = spills
         self.ring_bytes = ring_bytes
         self.subreaper = False
