@@ -256,7 +256,7 @@ class ProcessTable:
             polls = 0
             while entry.proc.returncode is None:
                 if polls % _TRACK_EVERY == 0:
-                    entry.guard.track()
+                    await asyncio.to_thread(entry.guard.track)
                 polls += 1
                 await asyncio.sleep(_POLL_S)
             entry.notify()

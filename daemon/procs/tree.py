@@ -213,7 +213,7 @@ class TreeGuard:
 
     def track(self) -> None:
         """Record the current subtree (pid and start time); cheap enough to poll."""
-        stack = [pid for pid in self.seen if alive(pid)]
+        stack = [pid for pid in list(self.seen) if alive(pid)]
         visited: set[int] = set()
         while stack:
             pid = stack.pop()
@@ -231,8 +231,11 @@ class TreeGuard:
     def members(self, snap: dict[int, ProcInfo]) -> set[int]:
         """Every live process of this tree in ``snap`` (see the module docstring)."""
         me = os.getpid()
+        # A copy: a tracking walk in another thread may still be adding members.
         roots = {
-            pid for pid, start in self.seen.items() if pid in snap and snap[pid].starttime == start
+            pid
+            for pid, start in list(self.seen.items())
+            if pid in snap and snap[pid].starttime == start
         }
         for info in snap.values():
             if info.pid == me or info.state in ("Z", "X"):

@@ -96,7 +96,8 @@ async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
 async def _track(guard: TreeGuard) -> None:
     """Remember the command's subtree while it runs, so a double fork cannot hide a member."""
     while True:
-        guard.track()
+        # In a worker thread: a hostile command's tree can be large, the loop must stay free.
+        await asyncio.to_thread(guard.track)
         await asyncio.sleep(_TRACK_INTERVAL_S)
 
 
