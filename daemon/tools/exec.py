@@ -164,10 +164,13 @@ async def run_exec(
                 break
     finally:
         if not swept:
-            # Cancelled (the client went away) or failed: kill now, synchronously, so no
-            # await can be interrupted before the tree is gone.
+            # Cancelled (the client went away) or failed: the group dies now; the sweep runs
+            # in a worker thread that a second cancellation cannot stop halfway.
             _kill_group(proc.pid)
-            guard.kill_all((proc.pid,))
+            tracker.cancel()
+            await asyncio.shield(
+                asyncio.ensure_future(asyncio.to_thread(guard.kill_all, (proc.pid,)))
+            )
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
