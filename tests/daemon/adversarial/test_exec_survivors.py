@@ -186,3 +186,30 @@ async def test_background_processes_are_exempt(client: DaemonClient, tmp_path: P
     info = read_stat(started.pid)
     assert info is not None
     await client.process_kill(id=started.id, signal="KILL")
+
+
+async def test_a_fork_storm_at_timeout_is_swept_whole(client: DaemonClient, tmp_path: Path) -> None:
+    """Every member keeps forking setsid'd grandchildren while the sweep runs; none survives."""
+    pidfile = tmp_path / "pids"
+    storm = """
+for _ in range(150):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            detach_stdio(); note()
+            for _ in range(3):
+                if os.fork() == 0:
+                    note(); time.sleep(300)
+                time.sleep(0.05)
+            time.sleep(300)
+        os._exit(0)
+    time.sleep(0.01)
+time.sleep(300)
+"""
+    out = await client.exec(argv=[sys.executable, "-c", PRELUDE + storm, str(pidfile)], timeout_s=2)
+    assert out.timed_out is True
+    pids = await pids_in(pidfile, 10)
+    assert len(pids) >= 10
+    assert await wait_gone(pids) == []
+    everyone = [int(x) for x in pidfile.read_text().split()]  # late notes included
+    assert await wait_gone(everyone) == []
