@@ -127,13 +127,13 @@ async def test_long_poll_wakes_on_output(client: DaemonClient) -> None:
 
 
 async def test_process_kill_signals(client: DaemonClient) -> None:
-    started = await client.process_start(argv=["sleep", "300"])
-    for name, number in (("INT", signal.SIGINT),):
+    for name, number in (("INT", signal.SIGINT), ("KILL", signal.SIGKILL)):
+        started = await client.process_start(argv=["sleep", "300"])
         killed = await client.process_kill(id=started.id, signal=name)
-        assert killed.running is False and killed.exit_code is None
+        assert killed.running is False and killed.exit_code is None and killed.signal == name
         part = await client.process_read(id=started.id)
         assert part.signal == number and part.running is False
-    assert not alive(started.pid)
+        assert not alive(started.pid)
     with pytest.raises(AirlockError) as info:
         await client.process_kill(id="p999")
     assert info.value.code == "not_found" and "process_list" in info.value.message
