@@ -137,6 +137,8 @@ async def serve(args: argparse.Namespace) -> int:
         },
     )
     workspace = Workspace(config)
+    # Only the real daemon process adopts orphans (an embedding process, e.g. pytest, must not).
+    workspace.ctx.procs.become_subreaper()
     await workspace.startup()
     app = build_app(workspace, token_file=args.token_file)
     runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=30.0, access_log=None)

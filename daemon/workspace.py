@@ -101,7 +101,6 @@ class Workspace:
 
     async def startup(self) -> None:
         """Recover interrupted patches and decide engines, before serving."""
-        self.ctx.procs.become_subreaper()
         await apply_patch_engine.recover(self.ctx)
         await resolve_engine(self.ctx)
         self.ctx.engines["diagnostics"] = await asyncio.to_thread(self.ctx.diag.describe)

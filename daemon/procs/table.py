@@ -103,7 +103,8 @@ class ProcessTable:
         self._sweeper: asyncio.Task[None] | None = None
 
     def become_subreaper(self) -> bool:
-        """Called by the real daemon at start-up (never in-process: tests share a pytest)."""
+        """Called by airlockd's ``serve`` only: an embedding process (a test run) must not
+        adopt every orphan below it, nor kill all its descendants on ``aclose``."""
         self.subreaper = become_subreaper()
         if self.subreaper and self._sweeper is None:
             self._sweeper = asyncio.create_task(_sweep_zombies())
