@@ -91,6 +91,22 @@ async def typed_stream(daemon: RunningDaemon, size: int) -> tuple[float, int]:
         return time.perf_counter() - started, got
 
 
+async def health_during_stream(daemon: RunningDaemon, size: int) -> list[float]:
+    """Milliseconds of ``/v1/health`` round trips while a stream of ``size`` bytes runs."""
+    out: list[float] = []
+    stream = asyncio.create_task(raw_stream(daemon, size))
+    conn = aiohttp.UnixConnector(path=str(daemon.socket))
+    async with aiohttp.ClientSession(connector=conn) as http:
+        while not stream.done():
+            started = time.perf_counter()
+            async with http.get("http://d/v1/health") as resp:
+                await resp.read()
+            out.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(0.01)
+    await stream
+    return out
+
+
 async def latencies(daemon: RunningDaemon, samples: int) -> list[float]:
     """Milliseconds from the command printing a line to the client holding its event."""
     out: list[float] = []
@@ -129,6 +145,7 @@ async def run(size_mb: int, rounds: int, samples: int) -> str:
             typed_s.append(seconds)
         cpu_total = cpu_seconds(pid) - cpu_before
         lat = await latencies(daemon, samples)
+        health = await health_during_stream(daemon, size)
     local_rate = size_mb / percentile(local_s, 50)
     reader_rate = size_mb / percentile(reader_s, 50)
     raw_rate = size_mb / percentile(raw_s, 50)
@@ -150,6 +167,12 @@ async def run(size_mb: int, rounds: int, samples: int) -> str:
         table(
             ["p50 ms", "p90 ms", "p99 ms", "max ms"],
             [[percentile(lat, 50), percentile(lat, 90), percentile(lat, 99), max(lat)]],
+        ),
+        "",
+        f"/v1/health while a {size_mb} MB stream runs ({len(health)} requests)",
+        table(
+            ["p50 ms", "p99 ms", "max ms"],
+            [[percentile(health, 50), percentile(health, 99), max(health)]],
         ),
     ]
     return "\n".join(report)
