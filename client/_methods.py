@@ -31,6 +31,16 @@ from airlock.daemon.protocol import (
     FileWriteOutput,
     ImageFile,
     PatchEdit,
+    ProcessKillInput,
+    ProcessKillOutput,
+    ProcessListInput,
+    ProcessListOutput,
+    ProcessReadInput,
+    ProcessReadOutput,
+    ProcessStartInput,
+    ProcessStartOutput,
+    ProcessWriteInput,
+    ProcessWriteOutput,
     TextFile,
 )
 
@@ -279,6 +289,107 @@ class AsyncToolMethods:
         result: ExecOutput = await self._tool('exec', req, kw)
         return result
 
+    @overload
+    async def process_start(self, req: ProcessStartInput, /) -> ProcessStartOutput: ...
+    @overload
+    async def process_start(self, *, argv: list[str], granted_paths: list[str] = ..., cwd: str = ..., env: dict[str, str] = ..., stdin: str | None = ..., name: str | None = ...) -> ProcessStartOutput: ...
+    async def process_start(self, req: ProcessStartInput | None = None, **kw: Any) -> ProcessStartOutput:
+        """Start a long-running program in the background and return at once with its id: dev
+        servers, file watchers, test runners in watch mode, anything you need to keep running
+        while you do other things (use exec for commands that finish). Poll it with process_read
+        (offset=next_offset, wait_ms up to 30000 to wait for new output). At most 32 run at
+        once; stop them with process_kill when done.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            argv: Program and arguments; no shell (wrap in sh -c yourself).
+            cwd: Working directory, inside the workspace or a root. Default '.'.
+            env: Variables added to the daemon's environment. Default {}.
+            stdin: Written to the process's stdin at start; stdin stays open for more. Default
+                None.
+            name: A label for process_list (e.g. 'dev-server'). Default None.
+        """
+        result: ProcessStartOutput = await self._tool('process_start', req, kw)
+        return result
+
+    @overload
+    async def process_read(self, req: ProcessReadInput, /) -> ProcessReadOutput: ...
+    @overload
+    async def process_read(self, *, id: str, granted_paths: list[str] = ..., offset: int = ..., max_bytes: int = ..., wait_ms: int = ...) -> ProcessReadOutput: ...
+    async def process_read(self, req: ProcessReadInput | None = None, **kw: Any) -> ProcessReadOutput:
+        """Read a background process's output (stdout and stderr on one offset line) and whether it
+        still runs. Start at offset 0, then pass next_offset each time; with wait_ms the call
+        waits for new output or exit, so poll a server's log or a watcher's rebuild without
+        busy-looping. dropped > 0 means older output was overwritten (8 MiB kept).
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start returned.
+            offset: Where to start: 0 at first, then the previous next_offset. Default 0.
+            max_bytes: Most bytes returned. Default 65536.
+            wait_ms: When nothing new is there yet, wait up to this long for output or exit.
+                Default 0.
+        """
+        result: ProcessReadOutput = await self._tool('process_read', req, kw)
+        return result
+
+    @overload
+    async def process_write(self, req: ProcessWriteInput, /) -> ProcessWriteOutput: ...
+    @overload
+    async def process_write(self, *, id: str, granted_paths: list[str] = ..., data: str = ..., eof: bool = ...) -> ProcessWriteOutput: ...
+    async def process_write(self, req: ProcessWriteInput | None = None, **kw: Any) -> ProcessWriteOutput:
+        """Write text to a background process's stdin (a REPL, an interactive prompt); eof=true
+        closes stdin. Read the answer with process_read.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start returned.
+            data: Text written to stdin as UTF-8. Default ''.
+            eof: Close stdin after writing (the program sees EOF). Default False.
+        """
+        result: ProcessWriteOutput = await self._tool('process_write', req, kw)
+        return result
+
+    @overload
+    async def process_kill(self, req: ProcessKillInput, /) -> ProcessKillOutput: ...
+    @overload
+    async def process_kill(self, *, id: str, granted_paths: list[str] = ..., signal: Literal['TERM', 'KILL', 'INT'] = ...) -> ProcessKillOutput: ...
+    async def process_kill(self, req: ProcessKillInput | None = None, **kw: Any) -> ProcessKillOutput:
+        """Stop a background process and everything it started: TERM (default), INT (Ctrl-C) or
+        KILL. Its output stays readable with process_read.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start returned.
+            signal: TERM asks politely, INT is Ctrl-C, KILL cannot be ignored. Default 'TERM'.
+        """
+        result: ProcessKillOutput = await self._tool('process_kill', req, kw)
+        return result
+
+    @overload
+    async def process_list(self, req: ProcessListInput, /) -> ProcessListOutput: ...
+    @overload
+    async def process_list(self, *, granted_paths: list[str] = ...) -> ProcessListOutput: ...
+    async def process_list(self, req: ProcessListInput | None = None, **kw: Any) -> ProcessListOutput:
+        """List background processes (running and recently exited) with their ids, names, commands
+        and exit codes.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+        """
+        result: ProcessListOutput = await self._tool('process_list', req, kw)
+        return result
+
 
 class SyncToolMethods:
     """One synchronous method per tool in TOOL_SPECS."""
@@ -520,4 +631,105 @@ class SyncToolMethods:
                 'tail'.
         """
         result: ExecOutput = self._tool('exec', req, kw)
+        return result
+
+    @overload
+    def process_start(self, req: ProcessStartInput, /) -> ProcessStartOutput: ...
+    @overload
+    def process_start(self, *, argv: list[str], granted_paths: list[str] = ..., cwd: str = ..., env: dict[str, str] = ..., stdin: str | None = ..., name: str | None = ...) -> ProcessStartOutput: ...
+    def process_start(self, req: ProcessStartInput | None = None, **kw: Any) -> ProcessStartOutput:
+        """Start a long-running program in the background and return at once with its id: dev
+        servers, file watchers, test runners in watch mode, anything you need to keep running
+        while you do other things (use exec for commands that finish). Poll it with process_read
+        (offset=next_offset, wait_ms up to 30000 to wait for new output). At most 32 run at
+        once; stop them with process_kill when done.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            argv: Program and arguments; no shell (wrap in sh -c yourself).
+            cwd: Working directory, inside the workspace or a root. Default '.'.
+            env: Variables added to the daemon's environment. Default {}.
+            stdin: Written to the process's stdin at start; stdin stays open for more. Default
+                None.
+            name: A label for process_list (e.g. 'dev-server'). Default None.
+        """
+        result: ProcessStartOutput = self._tool('process_start', req, kw)
+        return result
+
+    @overload
+    def process_read(self, req: ProcessReadInput, /) -> ProcessReadOutput: ...
+    @overload
+    def process_read(self, *, id: str, granted_paths: list[str] = ..., offset: int = ..., max_bytes: int = ..., wait_ms: int = ...) -> ProcessReadOutput: ...
+    def process_read(self, req: ProcessReadInput | None = None, **kw: Any) -> ProcessReadOutput:
+        """Read a background process's output (stdout and stderr on one offset line) and whether it
+        still runs. Start at offset 0, then pass next_offset each time; with wait_ms the call
+        waits for new output or exit, so poll a server's log or a watcher's rebuild without
+        busy-looping. dropped > 0 means older output was overwritten (8 MiB kept).
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start returned.
+            offset: Where to start: 0 at first, then the previous next_offset. Default 0.
+            max_bytes: Most bytes returned. Default 65536.
+            wait_ms: When nothing new is there yet, wait up to this long for output or exit.
+                Default 0.
+        """
+        result: ProcessReadOutput = self._tool('process_read', req, kw)
+        return result
+
+    @overload
+    def process_write(self, req: ProcessWriteInput, /) -> ProcessWriteOutput: ...
+    @overload
+    def process_write(self, *, id: str, granted_paths: list[str] = ..., data: str = ..., eof: bool = ...) -> ProcessWriteOutput: ...
+    def process_write(self, req: ProcessWriteInput | None = None, **kw: Any) -> ProcessWriteOutput:
+        """Write text to a background process's stdin (a REPL, an interactive prompt); eof=true
+        closes stdin. Read the answer with process_read.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start returned.
+            data: Text written to stdin as UTF-8. Default ''.
+            eof: Close stdin after writing (the program sees EOF). Default False.
+        """
+        result: ProcessWriteOutput = self._tool('process_write', req, kw)
+        return result
+
+    @overload
+    def process_kill(self, req: ProcessKillInput, /) -> ProcessKillOutput: ...
+    @overload
+    def process_kill(self, *, id: str, granted_paths: list[str] = ..., signal: Literal['TERM', 'KILL', 'INT'] = ...) -> ProcessKillOutput: ...
+    def process_kill(self, req: ProcessKillInput | None = None, **kw: Any) -> ProcessKillOutput:
+        """Stop a background process and everything it started: TERM (default), INT (Ctrl-C) or
+        KILL. Its output stays readable with process_read.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start returned.
+            signal: TERM asks politely, INT is Ctrl-C, KILL cannot be ignored. Default 'TERM'.
+        """
+        result: ProcessKillOutput = self._tool('process_kill', req, kw)
+        return result
+
+    @overload
+    def process_list(self, req: ProcessListInput, /) -> ProcessListOutput: ...
+    @overload
+    def process_list(self, *, granted_paths: list[str] = ...) -> ProcessListOutput: ...
+    def process_list(self, req: ProcessListInput | None = None, **kw: Any) -> ProcessListOutput:
+        """List background processes (running and recently exited) with their ids, names, commands
+        and exit codes.
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+        """
+        result: ProcessListOutput = self._tool('process_list', req, kw)
         return result

@@ -17,6 +17,7 @@ margin.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
@@ -48,7 +49,15 @@ from airlock.client.errors import (
     UnknownTool,
     tool_error,
 )
-from airlock.daemon.protocol import TOOLS_BY_NAME, HealthOutput, ToolInfo, ToolSpec
+from airlock.daemon.protocol import (
+    TOOLS_BY_NAME,
+    ExecErrorEvent,
+    ExecEvent,
+    ExecInput,
+    HealthOutput,
+    ToolInfo,
+    ToolSpec,
+)
 
 # ``AirlockError`` is the client's ToolError: a subclass of the daemon's AirlockError
 # (so existing ``except AirlockError`` keeps catching) and of ClientError.
@@ -88,6 +97,7 @@ DEFAULT_CALL_TIMEOUT_S = 30.0  # service routes (health, tools, metrics)
 DEFAULT_TIMEOUT_MARGIN_S = 30.0
 
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+_EVENT_ADAPTER: TypeAdapter[ExecEvent] = TypeAdapter(ExecEvent)
 
 
 def _adapter(spec: ToolSpec) -> TypeAdapter[Any]:
@@ -263,6 +273,53 @@ class DaemonClient(AsyncToolMethods):
         from airlock.client.tools import model_arguments
 
         return await self.call(name, model_arguments(name, arguments), timeout_s=timeout_s)
+
+    # ------------------------------------------------------------ streaming exec
+
+    async def exec_stream(
+        self, req: ExecInput | None = None, *, timeout_s: float | None = None, **kw: Any
+    ) -> AsyncIterator[ExecEvent]:
+        """Run a command and yield its events as they happen (``POST /v1/exec/stream``).
+
+        ``started`` (pid), then ``stdout``/``stderr`` chunks (text and byte offset),
+        then ``exit``. Errors before the start raise like any tool call; an
+        ``error`` event after it raises too. Leaving the loop early (``break``,
+        cancellation) closes the connection, and the daemon kills the command.
+        """
+        spec = TOOLS_BY_NAME["exec"]
+        request = req if req is not None else _validate(spec, kw)
+        body = request.model_dump(mode="json", exclude_unset=True)
+        limit = call_timeout(spec, body, self._margin, timeout_s or self._override)
+        timeout = aiohttp.ClientTimeout(total=limit, connect=self._connect)
+        try:
+            async with self._http().post(
+                f"{self._base}/v1/exec/stream",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+                timeout=timeout,
+            ) as resp:
+                if resp.status >= 400:
+                    raise _error_from_response(resp.status, await resp.read())
+                pending = b""
+                async for chunk in resp.content.iter_any():
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            event = _EVENT_ADAPTER.validate_json(line)
+                            if isinstance(event, ExecErrorEvent):
+                                err = event.error
+                                raise tool_error(err.code, err.message, err.details)
+                            yield event
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise CallTimeout(
+                f"airlockd at {self.endpoint} did not finish the exec stream within {limit:g}s"
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise DaemonUnavailable(
+                f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
+                "check that it runs and that the socket/URL is right"
+            ) from exc
 
     async def _typed(
         self, name: str, model: type[BaseModel], req: Any, kwargs: dict[str, Any], out: Any

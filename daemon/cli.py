@@ -171,6 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="INFO", help="logging level")
     p.add_argument(
+        "--exec-spill-max-bytes",
+        type=int,
+        help="most bytes one exec may spill to the artifacts dir (default 256 MiB)",
+    )
+    p.add_argument(
+        "--artifacts-quota-bytes",
+        type=int,
+        help="spill files in the artifacts dir stay under this; oldest removed first (default 1 GiB)",
+    )
+    p.add_argument(
         "--tooling-key",
         action="store_true",
         help="print the sandbox tooling revalidation key and exit",
@@ -227,6 +237,11 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         artifacts_dir=args.artifacts_dir or base / "artifacts",
         state_dir=args.state_dir or base / "state",
         exec_user=exec_user,
+        **{
+            key: getattr(args, key)
+            for key in ("exec_spill_max_bytes", "artifacts_quota_bytes")
+            if getattr(args, key, None) is not None
+        },
     )
     privsep.prepare(
         state=config.state,
@@ -237,6 +252,8 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
     )
     state = ServerState(args.token_file)
     workspace = Workspace(config)
+    # Only the real daemon process adopts orphans (an embedding process, e.g. pytest, must not).
+    workspace.ctx.procs.become_subreaper()
     await workspace.startup()
     limits = _limits(args)
     drain = DEFAULT_DRAIN_TIMEOUT_S if args.drain_timeout is None else args.drain_timeout

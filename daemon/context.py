@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.fsio import PathLocks
@@ -24,6 +24,9 @@ from airlock.daemon.paths import (
     ResolvedPath,
     Roots,
 )
+
+if TYPE_CHECKING:
+    from airlock.daemon.procs.table import ProcessTable
 
 
 @dataclass
@@ -42,6 +45,9 @@ class DaemonConfig:
     diagnostics_timeout_s: float = 20.0
     # Who agent programs run as (--exec-user); None runs them as the daemon's own user.
     exec_user: ExecUser | None = None
+    # exec spill files: at most this much per command, and the artifacts dir's quota.
+    exec_spill_max_bytes: int = 256 * 1024 * 1024
+    artifacts_quota_bytes: int = 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()
@@ -69,6 +75,8 @@ class ToolContext:
     root_locks: PathLocks = field(default_factory=PathLocks)
     diagnostics: DiagnosticsService | None = None
     engines: dict[str, Any] = field(default_factory=dict)
+    # Background processes and exec spills (airlock.daemon.procs); set by create().
+    processes: ProcessTable | None = None
 
     @classmethod
     def create(cls, config: DaemonConfig) -> ToolContext:
@@ -82,12 +90,23 @@ class ToolContext:
         )
         ctx = cls(config=config, roots=roots)
         ctx.diagnostics = DiagnosticsService(roots.workspace, config.diagnostics_timeout_s)
+        from airlock.daemon.procs.spill import SpillStore
+        from airlock.daemon.procs.table import ProcessTable
+
+        ctx.processes = ProcessTable(
+            SpillStore(config.artifacts, config.exec_spill_max_bytes, config.artifacts_quota_bytes)
+        )
         return ctx
 
     def resolve(
         self, raw: str, *, intent: Intent = "read", granted: Sequence[str] = ()
     ) -> ResolvedPath:
         return self.roots.resolve(raw, intent=intent, granted=granted)
+
+    @property
+    def procs(self) -> ProcessTable:
+        assert self.processes is not None
+        return self.processes
 
     @property
     def diag(self) -> DiagnosticsService:

@@ -6,7 +6,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from airlock.daemon.protocol import TOOL_SPECS, ErrorEnvelope, HealthOutput, ToolCatalog
+from airlock.daemon.protocol import (
+    TOOL_SPECS,
+    ErrorEnvelope,
+    ExecEvent,
+    ExecInput,
+    HealthOutput,
+    ToolCatalog,
+)
 
 _REF_TEMPLATE = "#/components/schemas/{model}"
 
@@ -78,6 +85,23 @@ def openapi_document(version: str) -> dict[str, Any]:
                 },
             }
         }
+    paths["/v1/exec/stream"] = {
+        "post": {
+            "operationId": "exec_stream",
+            "summary": "exec's input; its events as they happen, one JSON object a line.",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _schema(ExecInput, defs)}},
+            },
+            "responses": {
+                "200": {
+                    "description": "started, stdout/stderr chunks, then exit (NDJSON)",
+                    "content": {"application/x-ndjson": {"schema": _schema(ExecEvent, defs)}},
+                },
+                **error_responses,
+            },
+        }
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "airlockd", "version": version},

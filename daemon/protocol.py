@@ -391,6 +391,149 @@ class ExecOutput(ToolOutput):
     spill_path: str | None = None
 
 
+# ---------------------------------------------------------------- background processes
+# (process_start, process_read, process_write, process_kill, process_list; their specs are
+# appended to TOOL_SPECS in one block at the end of this module.)
+
+MAX_LIVE_PROCESSES = 32
+PROCESS_RING_BYTES = 8 * 1024 * 1024
+
+
+class ProcessStartInput(ToolInput):
+    argv: list[str] = Field(
+        min_length=1, description="Program and arguments; no shell (wrap in sh -c yourself)."
+    )
+    cwd: str = Field(".", description="Working directory, inside the workspace or a root.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Variables added to the daemon's environment."
+    )
+    stdin: str | None = Field(
+        None, description="Written to the process's stdin at start; stdin stays open for more."
+    )
+    name: str | None = Field(
+        None, max_length=200, description="A label for process_list (e.g. 'dev-server')."
+    )
+
+
+class ProcessStartOutput(ToolOutput):
+    id: str = Field(description="Pass this id to process_read, process_write and process_kill.")
+    pid: int = Field(description="The process's pid in the sandbox.")
+
+
+class ProcessReadInput(ToolInput):
+    id: str = Field(description="The id process_start returned.")
+    offset: int = Field(
+        0, ge=0, description="Where to start: 0 at first, then the previous next_offset."
+    )
+    max_bytes: int = Field(65536, ge=1, le=8 * 1024 * 1024, description="Most bytes returned.")
+    wait_ms: int = Field(
+        0,
+        ge=0,
+        le=30000,
+        description="When nothing new is there yet, wait up to this long for output or exit.",
+    )
+
+
+class ProcessReadOutput(ToolOutput):
+    stdout: str = Field(
+        description="Standard output in this range (UTF-8, invalid bytes replaced)."
+    )
+    stderr: str = Field(description="Standard error in this range.")
+    next_offset: int = Field(description="Pass it as offset to read what comes next.")
+    running: bool = Field(description="False once the process has exited.")
+    exit_code: int | None = Field(description="Null while running, or when killed by a signal.")
+    signal: int | None = Field(None, description="The signal that ended the process, if one did.")
+    dropped: int = Field(
+        description="Bytes before next_offset's range that were overwritten (the buffer keeps "
+        "the newest 8 MiB); read more often to lose none."
+    )
+
+
+class ProcessWriteInput(ToolInput):
+    id: str = Field(description="The id process_start returned.")
+    data: str = Field("", max_length=1_000_000, description="Text written to stdin as UTF-8.")
+    eof: bool = Field(False, description="Close stdin after writing (the program sees EOF).")
+
+
+class ProcessWriteOutput(ToolOutput):
+    id: str = Field(description="The process written to.")
+    written: int = Field(description="Bytes written to stdin.")
+    stdin_open: bool = Field(description="False once eof was sent.")
+
+
+class ProcessKillInput(ToolInput):
+    id: str = Field(description="The id process_start returned.")
+    signal: Literal["TERM", "KILL", "INT"] = Field(
+        "TERM", description="TERM asks politely, INT is Ctrl-C, KILL cannot be ignored."
+    )
+
+
+class ProcessKillOutput(ToolOutput):
+    id: str = Field(description="The process signalled.")
+    pid: int = Field(description="Its pid.")
+    signal: str = Field(description="The signal sent.")
+    running: bool = Field(description="Still running a moment after the signal; KILL if so.")
+    exit_code: int | None = Field(description="Its exit code if it exited normally.")
+
+
+class ProcessListInput(ToolInput):
+    pass
+
+
+class ProcessInfo(BaseModel):
+    id: str = Field(description="The id to pass to the other process tools.")
+    pid: int = Field(description="The root process's pid.")
+    name: str | None = Field(description="The name given to process_start.")
+    argv: list[str] = Field(description="The command.")
+    running: bool = Field(description="False once it has exited.")
+    exit_code: int | None = Field(description="Exit code once exited normally.")
+    signal: int | None = Field(description="The signal that ended it, if one did.")
+    started_at: float = Field(description="Unix time the process started.")
+    output_bytes: int = Field(description="Combined offset of the newest output byte.")
+
+
+class ProcessListOutput(ToolOutput):
+    processes: list[ProcessInfo] = Field(description="Running and recently exited processes.")
+
+
+# POST /v1/exec/stream: exec's input; these events, one JSON object a line.
+
+
+class ExecStartedEvent(BaseModel):
+    type: Literal["started"] = Field("started", description="The command has started.")
+    pid: int = Field(description="Its pid (the leader of its own process group).")
+
+
+class ExecOutputEvent(BaseModel):
+    type: Literal["stdout", "stderr"] = Field(description="Which stream this chunk is from.")
+    data: str = Field(description="UTF-8 text (invalid bytes replaced); never a split character.")
+    offset: int = Field(description="Byte offset of this event's first byte in its stream.")
+
+
+class ExecExitEvent(BaseModel):
+    type: Literal["exit"] = Field("exit", description="The last event: the command ended.")
+    exit_code: int | None = Field(description="Exit code; null when a signal ended it.")
+    timed_out: bool = Field(description="True when timeout_s ran out and it was killed.")
+    duration_ms: int = Field(description="Wall time from start to exit.")
+    signal: int | None = Field(None, description="The signal that ended it, if one did.")
+    stdout_truncated: bool = Field(False, description="stdout went past max_output_bytes.")
+    stderr_truncated: bool = Field(False, description="stderr went past max_output_bytes.")
+    spill_path: str | None = Field(None, description="Where the full output was spilled.")
+
+
+class ExecErrorEvent(BaseModel):
+    """A failure after ``started`` (before it, the answer is the usual error envelope)."""
+
+    type: Literal["error"] = Field("error", description="The command failed after it started.")
+    error: ErrorBody = Field(description="The usual error body (code, message, details).")
+
+
+ExecEvent = Annotated[
+    ExecStartedEvent | ExecOutputEvent | ExecExitEvent | ExecErrorEvent,
+    Field(discriminator="type"),
+]
+
+
 # ---------------------------------------------------------------- service routes
 
 
@@ -601,6 +744,69 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         read_only=False,
         supports_parallel=False,
         timeout_field="timeout_s",
+    ),
+)
+
+
+# ---------------------------------------------------------------- background process specs
+# Appended in one block so the process tools stay together (see the models above).
+
+_PROCESS_POLL = (
+    "Poll it with process_read (offset=next_offset, wait_ms up to 30000 to wait for new output)."
+)
+
+TOOL_SPECS = (
+    *TOOL_SPECS,
+    ToolSpec(
+        "process_start",
+        "Start a long-running program in the background and return at once with its id: dev "
+        "servers, file watchers, test runners in watch mode, anything you need to keep "
+        "running while you do other things (use exec for commands that finish). "
+        + _PROCESS_POLL
+        + " At most 32 run at once; stop them with process_kill when done.",
+        ProcessStartInput,
+        ProcessStartOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "process_read",
+        "Read a background process's output (stdout and stderr on one offset line) and "
+        "whether it still runs. Start at offset 0, then pass next_offset each time; with "
+        "wait_ms the call waits for new output or exit, so poll a server's log or a "
+        "watcher's rebuild without busy-looping. dropped > 0 means older output was "
+        "overwritten (8 MiB kept).",
+        ProcessReadInput,
+        ProcessReadOutput,
+        read_only=True,
+        supports_parallel=True,
+    ),
+    ToolSpec(
+        "process_write",
+        "Write text to a background process's stdin (a REPL, an interactive prompt); "
+        "eof=true closes stdin. Read the answer with process_read.",
+        ProcessWriteInput,
+        ProcessWriteOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "process_kill",
+        "Stop a background process and everything it started: TERM (default), INT (Ctrl-C) "
+        "or KILL. Its output stays readable with process_read.",
+        ProcessKillInput,
+        ProcessKillOutput,
+        read_only=False,
+        supports_parallel=False,
+    ),
+    ToolSpec(
+        "process_list",
+        "List background processes (running and recently exited) with their ids, names, "
+        "commands and exit codes.",
+        ProcessListInput,
+        ProcessListOutput,
+        read_only=True,
+        supports_parallel=True,
     ),
 )
 

@@ -33,6 +33,7 @@ from airlock.daemon.errors import (
     TooLarge,
     Unauthorized,
 )
+from airlock.daemon.exec_stream import exec_stream
 from airlock.daemon.metrics import DaemonMetrics
 from airlock.daemon.openapi import openapi_document
 from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
@@ -245,6 +246,12 @@ async def call_tool(request: web.Request) -> web.Response:
     return web.Response(body=data, content_type="application/json")
 
 
+async def exec_stream_route(request: web.Request) -> web.StreamResponse:
+    """NDJSON events of one command as they happen (see ``exec_stream``)."""
+    scope = request.app[STATE_KEY].scope_for(request)
+    return await exec_stream(request, request.app[WORKSPACE_KEY], scope)
+
+
 def build_app(
     workspace: Workspace,
     *,
@@ -263,6 +270,7 @@ def build_app(
     app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/tools", list_tools)
     app.router.add_post("/v1/tools/{name}", call_tool)
+    app.router.add_post("/v1/exec/stream", exec_stream_route)
     app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_get("/metrics", metrics)
     return app

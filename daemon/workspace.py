@@ -42,6 +42,16 @@ from airlock.daemon.protocol import (
     FileWriteInput,
     FileWriteOutput,
     ImageFile,
+    ProcessKillInput,
+    ProcessKillOutput,
+    ProcessListInput,
+    ProcessListOutput,
+    ProcessReadInput,
+    ProcessReadOutput,
+    ProcessStartInput,
+    ProcessStartOutput,
+    ProcessWriteInput,
+    ProcessWriteOutput,
     TextFile,
 )
 from airlock.daemon.search.engine import resolve_engine
@@ -75,6 +85,7 @@ class Workspace:
         """Stop helpers the tools started (the diagnostics worker, I/O threads); idempotent."""
         self.io.close()
         await self.ctx.diag.aclose()
+        await self.ctx.procs.aclose()
 
     async def startup(self) -> None:
         """Recover interrupted patches and decide engines, before serving."""
@@ -143,6 +154,21 @@ class Workspace:
 
     async def exec(self, req: ExecInput) -> ExecOutput:
         return await exec_mod.exec_tool(self.ctx, req)
+
+    async def process_start(self, req: ProcessStartInput) -> ProcessStartOutput:
+        return await self.ctx.procs.start(self.ctx, req)
+
+    async def process_read(self, req: ProcessReadInput) -> ProcessReadOutput:
+        return await self.ctx.procs.read(req)
+
+    async def process_write(self, req: ProcessWriteInput) -> ProcessWriteOutput:
+        return await self.ctx.procs.write(req)
+
+    async def process_kill(self, req: ProcessKillInput) -> ProcessKillOutput:
+        return await self.ctx.procs.kill(req)
+
+    async def process_list(self, req: ProcessListInput) -> ProcessListOutput:
+        return self.ctx.procs.list()
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -77,3 +77,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     call.add_argument("tool", help="tool name, e.g. file_read")
     call.add_argument("input", nargs="?", default="{}", help="JSON object, or - for stdin")
     call.set_defaults(func=_call)
+
+    from airlock.client.commands import processes  # exec, ps, logs, kill
+
+    processes.register(sub)

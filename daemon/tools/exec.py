@@ -1,9 +1,16 @@
-"""``exec``: run argv without a shell, in its own process group, with capped output.
+"""``exec`` and ``/v1/exec/stream``: run argv without a shell, with a timeout, leaving nothing behind.
 
-The process group is killed whole on timeout and when the request is
-cancelled (the client went away), so no grandchild outlives its call. Output
-beyond the cap is streamed to a spill file in the artifacts directory instead
-of memory, and its path is returned.
+One core (:func:`run_exec`) serves both: the plain tool collects output (the
+tail or head in memory, the rest spilled), the stream additionally hands every
+chunk to a callback as it is read. The timeout covers the whole call, feeding
+``stdin`` included (a command that never reads a huge stdin still times out).
+
+Nothing a command starts outlives its call: its process group is killed on
+timeout or cancellation (the client went away: the server runs with handler
+cancellation), and at the end :class:`~airlock.daemon.procs.tree.TreeGuard`
+sweeps every remaining descendant, including ``setsid``'d and double-forked
+ones (see that module for the mechanism and its limits). Only ``process_start``
+makes processes that stay.
 """
 
 from __future__ import annotations
@@ -11,82 +18,64 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import signal
 import time
-from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import BinaryIO
 
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
-from airlock.daemon.identity import spawn_kwargs
+from airlock.daemon.procs.spawn import plan_spawn, spawn
+from airlock.daemon.procs.spill import CappedStream, SpillBudget, new_call_id
+from airlock.daemon.procs.tree import TreeGuard
 from airlock.daemon.protocol import ExecInput, ExecOutput
 
-_CHUNK = 65536
+# A read plus a character the decoder held back stays within 64 KiB (one stream event).
+_CHUNK = 65536 - 4
 _DRAIN_GRACE_S = 1.0
+_TRACK_INTERVAL_S = 0.05
+
+OnStart = Callable[[int], Awaitable[None]]
+OnOutput = Callable[[str, bytes], Awaitable[None]]
 
 
-class CappedStream:
-    """Keeps the head or the tail of a stream in memory, spilling the whole to disk past the cap."""
+class _Flow:
+    """How many pumps are handing a chunk to a (possibly slow) stream listener right now."""
 
-    def __init__(self, cap: int, keep: str, spill_path: Path) -> None:
-        self.cap = cap
-        self.keep = keep
-        self.spill_path = spill_path
-        self.total = 0
-        self._head = bytearray()
-        self._tail: deque[bytes] = deque()
-        self._tail_len = 0
-        self._spill: BinaryIO | None = None
-
-    async def feed(self, data: bytes) -> None:
-        """Take one chunk; past the cap, the whole stream goes to the spill file.
-
-        Spill writes run in a worker thread, in order (one chunk awaited at a
-        time), so a chatty command never blocks the event loop on disk.
-        """
-        if self._spill is None and self.total + len(data) > self.cap:
-            earlier = bytes(self._head) if self.keep == "head" else b"".join(self._tail)
-            self._spill = await asyncio.to_thread(self._open_spill)
-            data_to_spill = earlier + data
-        else:
-            data_to_spill = data
-        self.total += len(data)
-        if self._spill is not None:
-            await asyncio.to_thread(self._spill.write, data_to_spill)
-        if self.keep == "head":
-            room = self.cap - len(self._head)
-            if room > 0:
-                self._head += data[:room]
-        else:
-            self._tail.append(data)
-            self._tail_len += len(data)
-            while self._tail_len - len(self._tail[0]) >= self.cap:
-                self._tail_len -= len(self._tail.popleft())
-
-    def _open_spill(self) -> BinaryIO:
-        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-        return open(self.spill_path, "wb")
-
-    async def aclose(self) -> None:
-        if self._spill is not None:
-            await asyncio.to_thread(self._spill.close)
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.cap
-
-    def text(self) -> str:
-        data = bytes(self._head) if self.keep == "head" else b"".join(self._tail)[-self.cap :]
-        return data.decode("utf-8", errors="replace")
+    delivering = 0
 
 
-async def _pump(reader: asyncio.StreamReader | None, sink: CappedStream) -> None:
+async def _pump(
+    reader: asyncio.StreamReader | None,
+    name: str,
+    sink: CappedStream,
+    on_output: OnOutput | None,
+    pgid: int,
+    flow: _Flow,
+) -> None:
     if reader is None:
         return
     while chunk := await reader.read(_CHUNK):
+        if on_output is not None:
+            flow.delivering += 1
+            try:
+                await on_output(name, chunk)
+            except BaseException:
+                # The listener is gone (a stream client hung up): nobody will read the rest.
+                _kill_group(pgid)
+                raise
+            finally:
+                flow.delivering -= 1
         await sink.feed(chunk)
+
+
+async def _feed_stdin(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    """Write stdin and close it; a command that exits without reading it is fine."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.close()
 
 
 async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
@@ -104,74 +93,87 @@ async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
         waiter.cancel()
 
 
+async def _track(guard: TreeGuard) -> None:
+    """Remember the command's subtree while it runs, so a double fork cannot hide a member."""
+    while True:
+        # In a worker thread: a hostile command's tree can be large, the loop must stay free.
+        await asyncio.to_thread(guard.track)
+        await asyncio.sleep(_TRACK_INTERVAL_S)
+
+
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
 
-async def exec_tool(ctx: ToolContext, req: ExecInput) -> ExecOutput:
-    cwd = ctx.resolve(req.cwd, intent="read", granted=req.granted_paths)
-    if not cwd.real.exists():
-        raise NotFound(f"working directory {cwd.display} does not exist", {"cwd": cwd.display})
-    if not cwd.real.is_dir():
-        raise IsDirectory(f"cwd {cwd.display} is a file; pass a directory", {"cwd": cwd.display})
-    user = ctx.config.exec_user
-    env = {**os.environ, **(user.env() if user is not None else {}), **req.env}
-    call_id = f"exec-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
-    out = CappedStream(req.max_output_bytes, req.keep, ctx.config.artifacts / f"{call_id}.stdout")
-    err = CappedStream(req.max_output_bytes, req.keep, ctx.config.artifacts / f"{call_id}.stderr")
+async def run_exec(
+    ctx: ToolContext,
+    req: ExecInput,
+    *,
+    on_start: OnStart | None = None,
+    on_output: OnOutput | None = None,
+) -> ExecOutput:
+    """Run ``req`` to the end (or the timeout); every process it started is gone on return."""
+    call_id = new_call_id()
+    plan = plan_spawn(ctx, req.argv, req.cwd, req.env, req.granted_paths, call_id)
+    store = ctx.procs.spills
+    budget = SpillBudget(store.per_exec_cap)
+    out = CappedStream(
+        req.max_output_bytes, req.keep, store.directory / f"{call_id}.stdout", store, budget
+    )
+    err = CappedStream(
+        req.max_output_bytes, req.keep, store.directory / f"{call_id}.stderr", store, budget
+    )
     started = time.monotonic()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *req.argv,
-            cwd=cwd.real,
-            env=env,
-            stdin=asyncio.subprocess.PIPE if req.stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            **spawn_kwargs(user),
-        )
-    except FileNotFoundError:
-        raise NotFound(
-            f"program {req.argv[0]!r} was not found; give its full path or check that it is "
-            "installed (exec runs argv directly, without a shell)",
-            {"argv0": req.argv[0]},
-        ) from None
-    except PermissionError:
-        raise InvalidRequest(
-            f"program {req.argv[0]!r} is not executable", {"argv0": req.argv[0]}
-        ) from None
-    pgid = proc.pid
-    pumps = [
-        asyncio.create_task(_pump(proc.stdout, out)),
-        asyncio.create_task(_pump(proc.stderr, err)),
-    ]
+    proc = await spawn(ctx, plan, stdin=req.stdin is not None)
+    guard = TreeGuard(proc.pid, call_id)
+    tracker = asyncio.create_task(_track(guard))
+    tasks: list[asyncio.Task[None]] = [tracker]
     timed_out = False
+    swept = False
     try:
-        if req.stdin is not None and proc.stdin is not None:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(req.stdin.encode())
-                await proc.stdin.drain()
-            proc.stdin.close()
+        if on_start is not None:
+            await on_start(proc.pid)
+        flow = _Flow()
+        pumps = [
+            asyncio.create_task(_pump(proc.stdout, "stdout", out, on_output, proc.pid, flow)),
+            asyncio.create_task(_pump(proc.stderr, "stderr", err, on_output, proc.pid, flow)),
+        ]
+        tasks.extend(pumps)
+        if req.stdin is not None:
+            tasks.append(asyncio.create_task(_feed_stdin(proc, req.stdin.encode())))
         try:
             await asyncio.wait_for(_wait_exit(proc), timeout=req.timeout_s)
         except TimeoutError:
             timed_out = True
-            _kill_group(pgid)
+            _kill_group(proc.pid)
             await _wait_exit(proc)
-        # Children that kept the pipes open must not hold the call hostage.
+        # Give the pipes a moment (output still buffered, a grandchild finishing), then
+        # take down whatever is left and read the pipes to their end.
         _done, pending = await asyncio.wait(pumps, timeout=_DRAIN_GRACE_S)
-        if pending:
-            _kill_group(pgid)
-            await asyncio.wait(pending, timeout=_DRAIN_GRACE_S)
-    except asyncio.CancelledError:
-        _kill_group(pgid)
-        raise
+        tracker.cancel()
+        await asyncio.to_thread(guard.kill_all, (proc.pid,))
+        swept = True
+        # Everything that could write is gone: read to the end while output still flows or a
+        # slow stream client is still taking it; stop once a grace passes with neither (an
+        # escapee we could not kill holds the pipe open without writing).
+        while pending:
+            before = out.total + err.total
+            _done, pending = await asyncio.wait(pending, timeout=_DRAIN_GRACE_S)
+            if out.total + err.total == before and not flow.delivering:
+                break
     finally:
-        for task in pumps:
+        if not swept:
+            # Cancelled (the client went away) or failed: the group dies now; the sweep runs
+            # in a worker thread that a second cancellation cannot stop halfway.
+            _kill_group(proc.pid)
+            tracker.cancel()
+            await asyncio.shield(
+                asyncio.ensure_future(asyncio.to_thread(guard.kill_all, (proc.pid,)))
+            )
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*pumps, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await out.aclose()
         await err.aclose()
     code = proc.returncode
@@ -191,3 +193,7 @@ async def exec_tool(ctx: ToolContext, req: ExecInput) -> ExecOutput:
         stderr_truncated=err.truncated,
         spill_path=str(spill) if spill is not None else None,
     )
+
+
+async def exec_tool(ctx: ToolContext, req: ExecInput) -> ExecOutput:
+    return await run_exec(ctx, req)

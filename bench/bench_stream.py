@@ -1,0 +1,191 @@
+"""Streaming exec: throughput against a local pipe, first-event latency, daemon CPU per MB.
+
+All in one run on the same machine, so the ratios hold while its load drifts:
+
+- throughput: ``yes | head -c SIZE`` through ``POST /v1/exec/stream`` (read raw
+  by aiohttp, and through ``DaemonClient.exec_stream()``'s typed events) against
+  the same command piped to ``/dev/null`` locally (target: at least 0.5x);
+- first-byte latency: a command prints its clock (``CLOCK_REALTIME`` ns) then
+  sleeps; the client subtracts it from its own clock when the event arrives
+  (target p50 under 5 ms);
+- daemon CPU per MB: user+system ticks of the airlockd process over the
+  streaming runs, divided by the MB streamed.
+
+``python -m bench.bench_stream [--size-mb N] [--rounds R] [--samples S]``;
+the default size is the issue's 200 MB. Use a smaller size while the machine
+is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from airlock.daemon.protocol import ExecOutputEvent
+from bench.report import percentile, table
+from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+LATENCY_SCRIPT = (
+    "import sys, time\n"
+    "for _ in range(int(sys.argv[1])):\n"
+    "    sys.stdout.write(f'{time.time_ns()}\\n'); sys.stdout.flush(); time.sleep(0.02)\n"
+)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def local_pipe(size: int) -> float:
+    """Seconds for the command alone, its output piped to /dev/null."""
+    started = time.perf_counter()
+    subprocess.run(["sh", "-c", f"yes | head -c {size} >/dev/null"], check=True)
+    return time.perf_counter() - started
+
+
+def local_python_reader(size: int) -> float:
+    """Seconds for the command with its stdout read by Python in 64 KiB reads (a fairer floor)."""
+    started = time.perf_counter()
+    with subprocess.Popen(["sh", "-c", f"yes | head -c {size}"], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        while proc.stdout.read1(65536):
+            pass
+    return time.perf_counter() - started
+
+
+async def raw_stream(daemon: RunningDaemon, size: int) -> tuple[float, int]:
+    """Seconds and NDJSON bytes for the stream read raw (no JSON parsing on the client)."""
+    body = {"argv": ["sh", "-c", f"yes | head -c {size}"], "timeout_s": 3600}
+    conn = aiohttp.UnixConnector(path=str(daemon.socket))
+    received = 0
+    async with aiohttp.ClientSession(connector=conn) as http:
+        started = time.perf_counter()
+        async with http.post("http://d/v1/exec/stream", json=body) as resp:
+            assert resp.status == 200, await resp.text()
+            async for chunk in resp.content.iter_any():
+                received += len(chunk)
+        return time.perf_counter() - started, received
+
+
+async def typed_stream(daemon: RunningDaemon, size: int) -> tuple[float, int]:
+    """Seconds and output bytes through ``DaemonClient.exec_stream()`` (typed events)."""
+    got = 0
+    async with daemon.client() as client:
+        started = time.perf_counter()
+        async for event in client.exec_stream(
+            argv=["sh", "-c", f"yes | head -c {size}"], timeout_s=3600
+        ):
+            if isinstance(event, ExecOutputEvent):
+                got += len(event.data)
+        return time.perf_counter() - started, got
+
+
+async def health_during_stream(daemon: RunningDaemon, size: int) -> list[float]:
+    """Milliseconds of ``/v1/health`` round trips while a stream of ``size`` bytes runs."""
+    out: list[float] = []
+    stream = asyncio.create_task(raw_stream(daemon, size))
+    conn = aiohttp.UnixConnector(path=str(daemon.socket))
+    async with aiohttp.ClientSession(connector=conn) as http:
+        while not stream.done():
+            started = time.perf_counter()
+            async with http.get("http://d/v1/health") as resp:
+                await resp.read()
+            out.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(0.01)
+    await stream
+    return out
+
+
+async def latencies(daemon: RunningDaemon, samples: int) -> list[float]:
+    """Milliseconds from the command printing a line to the client holding its event."""
+    out: list[float] = []
+    async with daemon.client() as client:
+        async for event in client.exec_stream(
+            argv=[sys.executable, "-c", LATENCY_SCRIPT, str(samples)], timeout_s=600
+        ):
+            now = time.time_ns()
+            if isinstance(event, ExecOutputEvent):
+                for line in event.data.split():
+                    out.append((now - int(line)) / 1e6)
+    return out
+
+
+async def run(size_mb: int, rounds: int, samples: int) -> str:
+    size = size_mb * 1_000_000
+    workspace = Path(tempfile.mkdtemp(prefix="al-bench-stream-"))
+    async with running_daemon(workspace) as daemon:
+        pid = daemon.process.pid
+        await raw_stream(daemon, size)  # warm-up: the daemon finishes its start-up work
+        local_s: list[float] = []
+        reader_s: list[float] = []
+        raw_s: list[float] = []
+        typed_s: list[float] = []
+        cpu_before = cpu_seconds(pid)
+        raw_cpu = 0.0
+        for _ in range(rounds):
+            local_s.append(local_pipe(size))
+            reader_s.append(local_python_reader(size))
+            before = cpu_seconds(pid)
+            seconds, _wire = await raw_stream(daemon, size)
+            raw_cpu += cpu_seconds(pid) - before
+            raw_s.append(seconds)
+            seconds, got = await typed_stream(daemon, size)
+            assert got == size, (got, size)
+            typed_s.append(seconds)
+        cpu_total = cpu_seconds(pid) - cpu_before
+        lat = await latencies(daemon, samples)
+        health = await health_during_stream(daemon, size)
+    local_rate = size_mb / percentile(local_s, 50)
+    reader_rate = size_mb / percentile(reader_s, 50)
+    raw_rate = size_mb / percentile(raw_s, 50)
+    typed_rate = size_mb / percentile(typed_s, 50)
+    rows = [
+        ["local pipe to /dev/null", f"{local_rate:.0f}", "1.00", "-"],
+        ["local pipe read by Python", f"{reader_rate:.0f}", f"{reader_rate / local_rate:.2f}", "-"],
+        ["/v1/exec/stream (raw read)", f"{raw_rate:.0f}", f"{raw_rate / local_rate:.2f}",
+         f"{raw_cpu * 1000 / (size_mb * rounds):.2f}"],
+        ["DaemonClient.exec_stream()", f"{typed_rate:.0f}", f"{typed_rate / local_rate:.2f}",
+         f"{(cpu_total - raw_cpu) * 1000 / (size_mb * rounds):.2f}"],
+    ]  # fmt: skip
+    report = [
+        f"streaming {size_mb} MB of `yes | head -c`, median of {rounds} rounds "
+        "(target: stream >= 0.5x local)",
+        table(["path", "MB/s", "x local", "daemon CPU ms/MB"], rows),
+        "",
+        f"first-event latency after the command prints ({len(lat)} samples; target p50 < 5 ms)",
+        table(
+            ["p50 ms", "p90 ms", "p99 ms", "max ms"],
+            [[percentile(lat, 50), percentile(lat, 90), percentile(lat, 99), max(lat)]],
+        ),
+        "",
+        f"/v1/health while a {size_mb} MB stream runs ({len(health)} requests)",
+        table(
+            ["p50 ms", "p99 ms", "max ms"],
+            [[percentile(health, 50), percentile(health, 99), max(health)]],
+        ),
+    ]
+    return "\n".join(report)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench_stream", description=__doc__)
+    parser.add_argument("--size-mb", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=200)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    print(asyncio.run(run(args.size_mb, args.rounds, args.samples)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""``POST /v1/exec/stream``: ``exec``'s input, its output as NDJSON events while it happens.
+
+Events, one JSON object a line::
+
+    {"type": "started", "pid": 123}
+    {"type": "stdout" | "stderr", "data": "...", "offset": 0}
+    {"type": "exit", "exit_code": 0, "timed_out": false, "duration_ms": 12, ...}
+
+``data`` is UTF-8 (invalid bytes replaced) and never splits a character
+across events; one event carries at most 64 KiB of the command's output, and
+``offset`` is the byte offset of its first byte in that stream. The ``exit``
+event also carries ``exec``'s ``signal``, ``stdout_truncated``,
+``stderr_truncated`` and ``spill_path``. Everything before ``started`` (bad
+input, a missing program, the token's scope) is the ordinary JSON error
+envelope with its HTTP status; a failure after it (there should be none) is a
+last ``{"type": "error", "error": {...}}`` event. A client that goes away
+kills the command's whole tree (the write fails or the handler is cancelled).
+
+The response is written as the pipes are read, with backpressure: a client
+that reads slowly slows the command down (its pipe fills), as a terminal does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from airlock.daemon.errors import AirlockError, Forbidden, InvalidRequest
+from airlock.daemon.procs.utf8 import Utf8Chunker
+from airlock.daemon.protocol import ExecInput
+from airlock.daemon.tools.exec import run_exec
+from airlock.daemon.workspace import Scope, Workspace, validation_message
+
+log = logging.getLogger("airlockd")
+
+NDJSON = "application/x-ndjson"
+
+
+def _line(event: dict[str, Any]) -> bytes:
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+async def parse_exec_input(request: web.Request, scope: Scope) -> ExecInput:
+    """The same checks ``exec`` gets through ``Workspace.call``: scope, JSON, the model."""
+    if scope == "read":
+        raise Forbidden(
+            "exec changes the sandbox and this token has read scope only; use a read-only "
+            "tool or ask the orchestrator for a write token",
+            {"tool": "exec"},
+        )
+    try:
+        body = await request.json() if request.can_read_body else {}
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise InvalidRequest(
+            f"the request body is not valid JSON ({exc}); send a JSON object"
+        ) from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object of exec's input")
+    try:
+        return ExecInput.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidRequest(validation_message(exc)) from None
+
+
+async def exec_stream(
+    request: web.Request, workspace: Workspace, scope: Scope
+) -> web.StreamResponse:
+    req = await parse_exec_input(request, scope)
+    response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-store"})
+    write_lock = asyncio.Lock()
+    chunkers = {"stdout": Utf8Chunker(), "stderr": Utf8Chunker()}
+
+    async def send(event: dict[str, Any]) -> None:
+        async with write_lock:
+            await response.write(_line(event))
+
+    async def on_start(pid: int) -> None:
+        await response.prepare(request)
+        await send({"type": "started", "pid": pid})
+
+    async def on_output(stream: str, data: bytes) -> None:
+        chunk = chunkers[stream].feed(data)
+        if chunk is not None:
+            await send({"type": stream, "data": chunk.data, "offset": chunk.offset})
+
+    try:
+        result = await run_exec(workspace.ctx, req, on_start=on_start, on_output=on_output)
+    except AirlockError as exc:
+        if not response.prepared:
+            raise
+        await _send_error(send, exc.to_envelope())
+        return response
+    except (ConnectionError, asyncio.CancelledError):
+        raise
+    except Exception:
+        if not response.prepared:
+            raise
+        incident = secrets.token_hex(6)
+        log.exception("internal error %s in exec stream", incident)
+        envelope = {
+            "error": {
+                "code": "internal",
+                "message": f"internal error (incident {incident}); the daemon log has details",
+                "details": {"incident": incident},
+            }
+        }
+        await _send_error(send, envelope)
+        return response
+    try:
+        for stream, chunker in chunkers.items():
+            tail = chunker.finish()
+            if tail is not None:
+                await send({"type": stream, "data": tail.data, "offset": tail.offset})
+        await send({"type": "exit", **result.model_dump(exclude={"stdout", "stderr"})})
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client left after the command ended: nothing to kill, nobody to tell
+    return response
+
+
+async def _send_error(send: Any, envelope: dict[str, Any]) -> None:
+    with contextlib.suppress(ConnectionError):
+        await send({"type": "error", **envelope})

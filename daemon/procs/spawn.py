@@ -1,0 +1,107 @@
+"""One way to start an agent command: working dir, environment, user, and errors a model can act on.
+
+``exec``, ``/v1/exec/stream`` and ``process_start`` all come through here, so
+they resolve ``cwd`` the same way (a read-intent path inside a root), build the
+same environment (the daemon's, the exec user's identity, the caller's
+``env``, then the tree marker, which the caller cannot override), run as the
+same user, start a new session (own process group), and refuse bad input
+with the same envelopes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from airlock.daemon.context import ToolContext
+from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
+from airlock.daemon.identity import spawn_kwargs
+from airlock.daemon.procs.tree import MARKER_VAR
+
+
+@dataclass(frozen=True)
+class SpawnPlan:
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    tree_id: str
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    """Refuse environment entries no ``execve`` can carry, naming the bad one."""
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name:
+            raise InvalidRequest(
+                f"environment variable name {name!r} is not valid: names must be non-empty "
+                "and contain no '=' or NUL",
+                {"name": name},
+            )
+        if "\0" in value:
+            raise InvalidRequest(
+                f"the value of environment variable {name!r} contains a NUL byte; remove it",
+                {"name": name},
+            )
+
+
+def plan_spawn(
+    ctx: ToolContext,
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    granted: Sequence[str],
+    tree_id: str,
+) -> SpawnPlan:
+    """Validate and resolve everything before anything starts."""
+    if any("\0" in arg for arg in argv):
+        raise InvalidRequest("argv contains a NUL byte; remove it", {})
+    check_env(env)
+    where = ctx.resolve(cwd, intent="read", granted=granted)
+    if not where.real.exists():
+        raise NotFound(f"working directory {where.display} does not exist", {"cwd": where.display})
+    if not where.real.is_dir():
+        raise IsDirectory(
+            f"cwd {where.display} is a file; pass a directory", {"cwd": where.display}
+        )
+    user = ctx.config.exec_user
+    full_env = {**os.environ, **(user.env() if user is not None else {}), **env}
+    full_env[MARKER_VAR] = tree_id
+    return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id)
+
+
+async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.subprocess.Process:
+    """Start the plan in its own session with piped output; map OS errors to envelopes."""
+    try:
+        return await asyncio.create_subprocess_exec(
+            *plan.argv,
+            cwd=plan.cwd,
+            env=plan.env,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            **spawn_kwargs(ctx.config.exec_user),
+        )
+    except FileNotFoundError:
+        raise NotFound(
+            f"program {plan.argv[0]!r} was not found; give its full path or check that it is "
+            "installed (exec runs argv directly, without a shell)",
+            {"argv0": plan.argv[0]},
+        ) from None
+    except PermissionError as exc:
+        if exc.filename is not None and Path(exc.filename) == plan.cwd:
+            raise InvalidRequest(
+                f"the command's user cannot enter the working directory {plan.cwd}; give it "
+                "access (chmod) or choose another cwd",
+                {"cwd": str(plan.cwd)},
+            ) from None
+        raise InvalidRequest(
+            f"program {plan.argv[0]!r} is not executable (or its user may not run it)",
+            {"argv0": plan.argv[0]},
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise InvalidRequest(
+            f"program {plan.argv[0]!r} could not be started: {exc}", {"argv0": plan.argv[0]}
+        ) from None

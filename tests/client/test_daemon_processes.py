@@ -1,0 +1,121 @@
+"""The client's exec_stream() and process methods, and ``airlock exec/ps/logs/kill``, against a real airlockd."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from airlock.client.daemon import DaemonClient, NotFound
+from airlock.daemon.protocol import (
+    ExecExitEvent,
+    ExecOutputEvent,
+    ExecStartedEvent,
+    ProcessReadOutput,
+)
+from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningDaemon]:
+    workspace = tmp_path_factory.mktemp("client-procs") / "ws"
+    workspace.mkdir()
+    async with running_daemon(workspace) as d:
+        yield d
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def client(daemon: RunningDaemon) -> AsyncIterator[DaemonClient]:
+    async with daemon.client() as c:
+        yield c
+
+
+async def run_cli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "airlock.client.cli", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_exec_stream_yields_typed_events(client: DaemonClient) -> None:
+    events = [e async for e in client.exec_stream(argv=["sh", "-c", "echo out; echo err >&2"])]
+    assert isinstance(events[0], ExecStartedEvent)
+    assert isinstance(events[-1], ExecExitEvent) and events[-1].exit_code == 0
+    chunks = {(e.type, e.data) for e in events if isinstance(e, ExecOutputEvent)}
+    assert chunks == {("stdout", "out\n"), ("stderr", "err\n")}
+
+
+async def test_exec_stream_errors_raise_typed(client: DaemonClient) -> None:
+    with pytest.raises(NotFound):
+        async for _ in client.exec_stream(argv=["definitely-not-a-program-xyz"]):
+            pass
+
+
+async def test_process_methods_round_trip(client: DaemonClient) -> None:
+    started = await client.process_start(argv=["cat"], stdin="first\n", name="echoer")
+    await client.process_write(id=started.id, data="second\n", eof=True)
+    part: ProcessReadOutput | None = None
+    text = ""
+    offset = 0
+    for _ in range(50):
+        part = await client.process_read(id=started.id, offset=offset, wait_ms=1000)
+        text += part.stdout
+        offset = part.next_offset
+        if not part.running and part.next_offset == offset and text == "first\nsecond\n":
+            break
+    assert text == "first\nsecond\n" and part is not None and part.exit_code == 0
+    listing = await client.process_list()
+    assert [p.name for p in listing.processes if p.id == started.id] == ["echoer"]
+
+
+async def test_cli_exec_prints_live_and_exits_with_the_code(daemon: RunningDaemon) -> None:
+    sock = str(daemon.socket)
+    code, out, err = await run_cli(
+        "exec", "--socket", sock, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3"
+    )
+    assert (code, out, err) == (3, "hello\n", "oops\n")
+    code, out, _ = await run_cli("exec", "--socket", sock, "--", "echo", "a", "--", "b")
+    assert (code, out) == (0, "a -- b\n")
+    code, _, err = await run_cli("exec", "--socket", sock, "--timeout", "1", "--", "sleep", "30")
+    assert code == 124 and "timed out" in err
+    code, _, err = await run_cli("exec", "--socket", sock, "--", "definitely-not-a-program-xyz")
+    assert code == 1 and "not_found" in err
+
+
+async def test_cli_ps_logs_kill(client: DaemonClient, daemon: RunningDaemon) -> None:
+    sock = str(daemon.socket)
+    server = await client.process_start(
+        argv=["sh", "-c", "echo serving; exec sleep 300"], name="web"
+    )
+    finite = await client.process_start(argv=["sh", "-c", "echo a; sleep 0.3; echo b"])
+    code, out, _ = await run_cli("ps", "--socket", sock)
+    line = next(row for row in out.splitlines() if row.startswith(server.id + " "))
+    assert code == 0 and "running" in line and "web" in line and "sleep 300" in line
+    code, out, _ = await run_cli("ps", "--socket", sock, "--json")
+    assert server.id in {p["id"] for p in json.loads(out)["processes"]}
+    # -f follows until the process exits.
+    code, out, _ = await run_cli("logs", "--socket", sock, finite.id, "-f")
+    assert (code, out) == (0, "a\nb\n")
+    code, out, _ = await run_cli("kill", "--socket", sock, server.id)
+    assert code == 0 and "stopped" in out
+    code, out, _ = await run_cli("logs", "--socket", sock, server.id)
+    assert (code, out) == (0, "serving\n")
+    code, _, err = await run_cli("kill", "--socket", sock, "p999")
+    assert code == 1 and "not_found" in err
+
+
+async def test_cli_help_lists_the_commands() -> None:
+    from airlock.client.cli import build_parser
+
+    text = build_parser().format_help()
+    for name in ("exec", "ps", "logs", "kill"):
+        assert name in text

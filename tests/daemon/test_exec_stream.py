@@ -1,0 +1,229 @@
+"""``POST /v1/exec/stream`` over a real airlockd on a Unix socket: events as they happen."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from airlock.client.daemon import DaemonClient
+from airlock.daemon.errors import AirlockError
+from airlock.daemon.procs.tree import alive
+from airlock.daemon.protocol import (
+    ExecEvent,
+    ExecExitEvent,
+    ExecOutputEvent,
+    ExecStartedEvent,
+)
+from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+
+
+async def wait_until(predicate: object, deadline_s: float = 20.0) -> bool:
+    """Poll ``predicate()`` until true or the (generous) deadline passes."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while loop.time() < end:
+        if predicate():  # type: ignore[operator]
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+# One daemon for the module (starting one costs seconds on a loaded machine).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningDaemon]:
+    base = tmp_path_factory.mktemp("stream")
+    workspace = base / "ws"
+    workspace.mkdir()
+    tokens = base / "tokens"
+    tokens.write_text("w-token write\nr-token read\n")
+    async with running_daemon(workspace, extra_args=["--token-file", str(tokens)]) as d:
+        yield d
+
+
+@pytest.fixture
+def workspace_dir(daemon: RunningDaemon) -> Path:
+    return daemon.workspace
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def client(daemon: RunningDaemon) -> AsyncIterator[DaemonClient]:
+    async with daemon.client(token="w-token") as c:
+        yield c
+
+
+async def collect(client: DaemonClient, **kw: object) -> list[ExecEvent]:
+    return [event async for event in client.exec_stream(**kw)]
+
+
+def output(events: list[ExecEvent], stream: str) -> str:
+    return "".join(e.data for e in events if isinstance(e, ExecOutputEvent) and e.type == stream)
+
+
+async def test_first_line_arrives_while_the_command_still_waits(
+    client: DaemonClient, workspace_dir: Path
+) -> None:
+    """The command prints 'one', then waits for a file only this test creates after seeing 'one'."""
+    gate = workspace_dir / "go"
+    script = f"echo one; while [ ! -e {gate} ]; do sleep 0.02; done; echo two"
+    seen: list[str] = []
+    async for event in client.exec_stream(argv=["sh", "-c", script], timeout_s=60):
+        if isinstance(event, ExecOutputEvent):
+            seen.append(event.data)
+            if event.data == "one\n":
+                gate.touch()
+        if isinstance(event, ExecExitEvent):
+            assert event.exit_code == 0
+    assert seen == ["one\n", "two\n"]
+
+
+async def test_echo_sleep_echo_first_line_before_the_second_is_printed(
+    client: DaemonClient,
+) -> None:
+    pid = 0
+    arrivals: list[tuple[str, bool]] = []
+    async for event in client.exec_stream(argv=["sh", "-c", "echo one; sleep 2; echo two"]):
+        if isinstance(event, ExecStartedEvent):
+            pid = event.pid
+        elif isinstance(event, ExecOutputEvent):
+            # When 'one' arrives the shell is still sleeping: 'two' has not been printed.
+            arrivals.append((event.data, alive(pid)))
+    assert arrivals[0] == ("one\n", True)
+    assert [text for text, _ in arrivals] == ["one\n", "two\n"]
+
+
+async def test_ordering_and_offsets(client: DaemonClient) -> None:
+    script = (
+        "import sys\n"
+        "for i in range(200):\n"
+        "    s = sys.stdout if i % 2 == 0 else sys.stderr\n"
+        "    s.write(f'{i:04d} é\\n'); s.flush()\n"
+    )
+    events = await collect(client, argv=[sys.executable, "-c", script])
+    assert isinstance(events[0], ExecStartedEvent) and events[0].pid > 0
+    assert isinstance(events[-1], ExecExitEvent) and events[-1].exit_code == 0
+    for stream in ("stdout", "stderr"):
+        at = 0
+        for e in events:
+            if isinstance(e, ExecOutputEvent) and e.type == stream:
+                assert e.offset == at, "offsets must be contiguous byte positions"
+                at += len(e.data.encode())
+    want_out = "".join(f"{i:04d} é\n" for i in range(0, 200, 2))
+    want_err = "".join(f"{i:04d} é\n" for i in range(1, 200, 2))
+    assert output(events, "stdout") == want_out and output(events, "stderr") == want_err
+
+
+async def test_one_mib_of_multibyte_output_in_bounded_events(client: DaemonClient) -> None:
+    # 'é' is two bytes: 64 KiB reads cut characters in half all the time.
+    script = "import sys; sys.stdout.write('aé' * 349526); sys.stdout.flush()"
+    events = await collect(client, argv=[sys.executable, "-c", script])
+    chunks = [e for e in events if isinstance(e, ExecOutputEvent)]
+    assert len(chunks) > 10
+    assert all(len(e.data.encode()) <= 64 * 1024 for e in chunks)
+    text = output(events, "stdout")
+    assert text == "aé" * 349526 and "\ufffd" not in text
+    assert isinstance(events[-1], ExecExitEvent) and events[-1].exit_code == 0
+
+
+async def test_timeout_ends_with_a_timed_out_exit(client: DaemonClient) -> None:
+    events = await collect(client, argv=["sh", "-c", "echo start; exec sleep 60"], timeout_s=1)
+    assert output(events, "stdout") == "start\n"
+    last = events[-1]
+    assert isinstance(last, ExecExitEvent)
+    assert last.timed_out is True and last.exit_code is None and last.signal == 9
+
+
+async def test_disconnect_kills_the_group(client: DaemonClient) -> None:
+    script = "sleep 300 & echo $!; sleep 300"
+    pids: list[int] = []
+    async with contextlib.aclosing(client.exec_stream(argv=["sh", "-c", script])) as events:
+        async for event in events:
+            if isinstance(event, ExecStartedEvent):
+                pids.append(event.pid)
+            elif isinstance(event, ExecOutputEvent):
+                pids.append(int(event.data))
+                break
+    await client.aclose()
+    assert len(pids) == 2
+    assert await wait_until(lambda: not any(alive(p) for p in pids)), (
+        "the group outlived its client"
+    )
+
+
+async def test_errors_before_start_are_envelopes(client: DaemonClient) -> None:
+    with pytest.raises(AirlockError) as info:
+        await collect(client, argv=["definitely-not-a-program-xyz"])
+    assert info.value.code == "not_found"
+    with pytest.raises(AirlockError) as info:
+        await collect(client, argv=["true"], cwd="../..")
+    assert info.value.code == "path_escape"
+    with pytest.raises(AirlockError) as info:
+        await collect(client, argv=["true"], env={"A=B": "x"})
+    assert info.value.code == "invalid_request"
+
+
+async def test_bad_bodies_are_envelopes(daemon: RunningDaemon) -> None:
+    conn = aiohttp.UnixConnector(path=str(daemon.socket))
+    headers = {"Authorization": "Bearer w-token"}
+    async with aiohttp.ClientSession(connector=conn, headers=headers) as http:
+        for body in (b"not json", b"[1,2]", json.dumps({"argv": []}).encode()):
+            async with http.post("http://d/v1/exec/stream", data=body) as resp:
+                assert resp.status == 400
+                assert (await resp.json())["error"]["code"] == "invalid_request"
+
+
+async def test_read_scope_is_refused(daemon: RunningDaemon) -> None:
+    async with daemon.client(token="r-token") as reader:
+        with pytest.raises(AirlockError) as info:
+            await collect(reader, argv=["echo", "hi"])
+    assert info.value.code == "forbidden"
+    async with daemon.client() as anonymous:
+        with pytest.raises(AirlockError) as info:
+            await collect(anonymous, argv=["echo", "hi"])
+    assert info.value.code == "unauthorized"
+
+
+async def test_spill_and_caps_like_exec(client: DaemonClient) -> None:
+    script = "import sys; [print(f'line {i:05d}') for i in range(20000)]"
+    events = await collect(client, argv=[sys.executable, "-c", script], max_output_bytes=1000)
+    last = events[-1]
+    assert isinstance(last, ExecExitEvent) and last.stdout_truncated and last.spill_path
+    # The stream still carried everything; the spill is the whole record on disk.
+    assert output(events, "stdout").count("\n") == 20000
+    assert Path(last.spill_path).read_text().count("\n") == 20000
+
+
+async def test_openapi_describes_the_stream(client: DaemonClient) -> None:
+    spec = await client.openapi()
+    route = spec["paths"]["/v1/exec/stream"]["post"]
+    assert "application/x-ndjson" in route["responses"]["200"]["content"]
+    assert {"/v1/tools/process_start", "/v1/tools/process_read"} <= set(spec["paths"])
+
+
+async def test_a_slow_client_still_gets_every_byte(client: DaemonClient) -> None:
+    """The command exits long before the client has read its output; nothing is cut off."""
+    script = "import sys; sys.stdout.write('z' * (1 << 20)); sys.stdout.flush()"
+    got = 0
+    paused_after_exit = False
+    pid = 0
+    async for event in client.exec_stream(argv=[sys.executable, "-c", script]):
+        if isinstance(event, ExecStartedEvent):
+            pid = event.pid
+            await asyncio.sleep(0.5)  # let the command fill every buffer on the way
+        elif isinstance(event, ExecOutputEvent):
+            got += len(event.data)
+            if not paused_after_exit and await wait_until(lambda p=pid: not alive(p), 10):
+                paused_after_exit = True
+                await asyncio.sleep(3)  # longer than the daemon's drain grace
+    assert paused_after_exit, "the command should have exited while output was still queued"
+    assert got == 1 << 20
