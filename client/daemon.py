@@ -277,19 +277,20 @@ class DaemonClient(AsyncToolMethods):
     # ------------------------------------------------------------ streaming exec
 
     async def exec_stream(
-        self, req: ExecInput | None = None, *, timeout_s: float | None = None, **kw: Any
+        self, req: ExecInput | None = None, **kw: Any
     ) -> AsyncIterator[ExecEvent]:
         """Run a command and yield its events as they happen (``POST /v1/exec/stream``).
 
         ``started`` (pid), then ``stdout``/``stderr`` chunks (text and byte offset),
         then ``exit``. Errors before the start raise like any tool call; an
         ``error`` event after it raises too. Leaving the loop early (``break``,
-        cancellation) closes the connection, and the daemon kills the command.
+        cancellation) closes the connection, and the daemon kills the command. The
+        client waits for the command's own ``timeout_s`` plus the client's margin.
         """
         spec = TOOLS_BY_NAME["exec"]
         request = req if req is not None else _validate(spec, kw)
         body = request.model_dump(mode="json", exclude_unset=True)
-        limit = call_timeout(spec, body, self._margin, timeout_s or self._override)
+        limit = call_timeout(spec, body, self._margin, self._override)
         timeout = aiohttp.ClientTimeout(total=limit, connect=self._connect)
         try:
             async with self._http().post(
