@@ -125,6 +125,7 @@ class _OnRunning:
 class ProxyServer:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
+        self._head_timeout: Callable[[str], None] | None = None
 
     def _install_limits(self, ctx: ProxyContext, master: DumpMaster) -> None:
         """Connection-level limits mitmproxy has no option for (see proxy/mitm.py)."""
@@ -149,6 +150,8 @@ class ProxyServer:
         def head_timeout(client_id: str) -> None:
             refusal(client_id, 408, "head_timeout")
             ctx.connections.kill(client_id, "head_timeout")
+
+        self._head_timeout = head_timeout
 
         ctx.connections.set_killer(kill)
         mitm.set_idle_timeout(config.idle_timeout_s)
@@ -222,6 +225,7 @@ class ProxyServer:
                     ConnectionLifecycle(
                         ctx,
                         lambda cid, up, down: mitm.count_client_bytes(master, cid, up, down),
+                        self._head_timeout,
                     ),
                 ],
                 ctx,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from mitmproxy.proxy.layers.http import _http1
 log = logging.getLogger("airlock.proxy.mitm")
 
 _TIMER = "_airlock_head_timer"
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
 def kill_client(master: Any, client_id: str, reason: str) -> bool:
@@ -155,18 +157,28 @@ def _start_timer(layer: Any, guard: HeadGuard) -> None:
     setattr(layer, _TIMER, holder[0])
 
 
+def _head_too_large(layer: Any, event: events.Event, limit: int) -> bool:
+    """Would this data make the head being read (or pipelined) exceed ``limit``?"""
+    if not isinstance(event, events.DataReceived):
+        return False
+    reading = layer.state == layer.read_headers
+    if not (reading or layer.state == layer.wait):
+        return False
+    pending = len(layer.buf) + len(event.data)
+    if pending <= limit:
+        return False
+    if not reading:  # pipelined bytes while a request is in flight
+        return True
+    # A whole head may arrive in one read (TLS records): its end must lie
+    # within the limit.
+    window = (bytes(layer.buf) + event.data)[: limit + 4]
+    return _HEAD_END.search(window) is None
+
+
 def _guarded(self: Any, event: events.Event) -> Generator[Any, Any, None]:
     assert _original is not None
-    yield from _original(self, event)
     guard = _guard
-    if guard is None:
-        return
-    if isinstance(event, events.ConnectionClosed):
-        _cancel_timer(self)
-        return
-    waiting = self.state == self.wait
-    reading = self.state == self.read_headers
-    if (reading or waiting) and len(self.buf) > guard.max_bytes:
+    if guard is not None and _head_too_large(self, event, guard.max_bytes):
         _cancel_timer(self)
         self.buf = ReceiveBuffer()  # let the memory go now, not at close
         self.state = self.done
@@ -182,7 +194,13 @@ def _guarded(self: Any, event: events.Event) -> Generator[Any, Any, None]:
         yield commands.CloseConnection(self.conn)
         guard.on_too_large(self.context.client.id)
         return
-    if reading:
+    yield from _original(self, event)
+    if guard is None:
+        return
+    if isinstance(event, events.ConnectionClosed):
+        _cancel_timer(self)
+        return
+    if self.state == self.read_headers:
         started = bool(self.buf) or isinstance(event, events.Start)
         if started and getattr(self, _TIMER, None) is None:
             _start_timer(self, guard)

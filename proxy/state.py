@@ -53,6 +53,8 @@ class ClientState:
     # The session this connection counts against (per-session connection cap).
     counted: str | None = None
     closing: str | None = None
+    # A request head (CONNECT or request) has arrived on this connection.
+    seen_head: bool = False
 
 
 class Connections:

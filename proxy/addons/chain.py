@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import mitmproxy.log  # noqa: F401  (defines the add_log hook)
+import mitmproxy.log
 import mitmproxy.proxy.layers  # noqa: F401  (defines the http/tcp/udp/tls/websocket/dns hooks)
 from mitmproxy import connection, flow, http, tls
 from mitmproxy.hooks import all_hooks
