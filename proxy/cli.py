@@ -214,14 +214,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"airlock-proxy: {exc}", file=sys.stderr)
         return 2
+    from airlock.proxy.addons.chain import ChainError
     from airlock.proxy.app import ProxyServer
     from airlock.proxy.ca import CAError
+    from airlock.proxy.store.crypto import KeyFileError
 
     try:
         return asyncio.run(ProxyServer(config).run())
     except KeyboardInterrupt:
         return 130
-    except CAError as exc:
+    except (CAError, ChainError, KeyFileError) as exc:
         print(f"airlock-proxy: {exc}", file=sys.stderr)
         return 2
 
