@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from mitmproxy import connection, http
 
 from airlock.proxy.audit import audit_path_of
-from airlock.proxy.context import ProxyContext, refused
+from airlock.proxy.context import REFUSED, ProxyContext, refused
 from airlock.proxy.protocol import normalize_host
 
 _DOWN = "airlock_bytes_down"
@@ -65,12 +65,14 @@ class TrafficAudit:
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         response = flow.response
-        if response is None or refused(flow) or not response.stream:
+        if response is None or REFUSED in flow.metadata or not response.stream:
             return
         response.stream = _CountingStream(response.stream, flow)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        if refused(flow) or flow.response is None:
+        # refused() means "answered" on the request side; here the response
+        # exists, so only airlock's own answers (REFUSED) are skipped.
+        if REFUSED in flow.metadata or flow.response is None:
             return
         state = self.ctx.connections.get(flow.client_conn.id)
         if state is None or state.session_id is None:
