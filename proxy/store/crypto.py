@@ -53,7 +53,8 @@ def parse_keys(text: str) -> list[bytes]:
         if not line or line.startswith("#"):
             continue
         try:
-            key = base64.b64decode(line + "=" * (-len(line) % 4), altchars=b"-_", validate=False)
+            std = line.replace("-", "+").replace("_", "/")
+            key = base64.b64decode(std + "=" * (-len(std) % 4), validate=True)
         except (binascii.Error, ValueError):
             raise KeyFileError(f"--store-key-file: line {n} is not base64") from None
         if len(key) != 32:
