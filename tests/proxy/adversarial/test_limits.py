@@ -83,6 +83,23 @@ def slow_rate_proxy(
         yield p
 
 
+@pytest.fixture(scope="module")
+def idle_proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+    upstream_ca: TestCA,
+    github: EchoUpstream,
+    other: EchoUpstream,
+    plain: EchoUpstream,
+) -> Iterator[ProxyProcess]:
+    with proxy_process(
+        tmp_path_factory.mktemp("idle"),
+        resolve=github_resolve(github, other, plain),
+        upstream_ca=upstream_ca.ca_path,
+        extra_args=["--idle-timeout", "2", "--head-timeout", "60"],
+    ) as p:
+        yield p
+
+
 def _huge_head(size: int) -> bytes:
     head = b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n"
     filler = b"X-Filler: " + b"a" * 1000 + b"\r\n"
@@ -236,6 +253,21 @@ async def test_swaps_still_work_under_the_limits(proxy: ProxyProcess, github: Ec
         assert status == 200 and ph.encode() in body
     tunnel.close()
     assert github.last().one("authorization") == f"Bearer {token}"
+
+
+async def test_idle_tunnel_is_closed_after_the_idle_timeout(
+    idle_proxy: ProxyProcess, upstream_ca: TestCA
+) -> None:
+    async with idle_proxy.client() as client:
+        info = await client.create_session(allow=["other.test"], ttl_s=120)
+    tunnel = Tunnel(idle_proxy, info, "other.test", upstream_ca.ca_path, RECEIVED)
+    tunnel.open()
+    assert tunnel.get("/x")[0] == 200
+    # Head timeout is 60 s and the session lives on: only idleness closes it.
+    wait_until(tunnel.is_closed_by_peer, timeout=50, what="idle tunnel closed")
+    tunnel.close()
+    closes = [e for e in idle_proxy.audit_events() if e["event"] == "tunnel_close"]
+    assert closes and closes[0]["session"] == info.session_id
 
 
 def test_zz_no_real_token_anywhere(proxy: ProxyProcess, slow_rate_proxy: ProxyProcess) -> None:
