@@ -17,15 +17,48 @@ import ssl
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
+
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.tls import TestCA
+from tests.fakes.upstream import EchoUpstream, echo_upstream
 
 FAULTY_PROXY = Path(__file__).with_name("faulty_proxy.py")
+
+
+# Upstreams under names of their own, so a conftest in this directory that
+# defines narrower-scoped ``upstream_ca``/``github`` fixtures cannot shadow
+# what these modules depend on. Import them into a test module to use them.
+@pytest.fixture(scope="module")
+def ops_ca(tmp_path_factory: pytest.TempPathFactory) -> TestCA:
+    return TestCA(tmp_path_factory.mktemp("ops-upstream-ca"))
+
+
+@pytest.fixture(scope="module")
+def ops_github(ops_ca: TestCA) -> Iterator[EchoUpstream]:
+    """Plays api.github.com, github.com and api.vercel.com over TLS (echoes Authorization)."""
+    with echo_upstream(ops_ca, "api.github.com", "github.com", "api.vercel.com") as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def ops_other(ops_ca: TestCA) -> Iterator[EchoUpstream]:
+    """An allowed host outside the intercept set (passthrough)."""
+    with echo_upstream(ops_ca, "other.test") as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def ops_plain() -> Iterator[EchoUpstream]:
+    """A plain-http upstream."""
+    with echo_upstream(None) as up:
+        yield up
 
 
 def real_token() -> str:

@@ -18,6 +18,7 @@ import pytest
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
 from tests.proxy.adversarial.ops_fixtures import (
     Received,
     Tunnel,
@@ -31,6 +32,12 @@ from tests.proxy.adversarial.ops_fixtures import (
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
+
 pytestmark = pytest.mark.timeout(180)
 
 TOKENS: list[str] = []
@@ -41,15 +48,15 @@ SAMPLE = 5
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("audit"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
         extra_args=["--refusal-audit-per-minute", str(SAMPLE)],
     ) as p:
         yield p
@@ -64,7 +71,7 @@ def _events(proxy: ProxyProcess, event: str, **match: Any) -> list[dict[str, Any
 
 
 async def test_intercepted_tunnel_and_its_requests_are_audited(
-    proxy: ProxyProcess, github: EchoUpstream
+    proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
     ph, token = placeholder(), real_token()
     TOKENS.append(token)
@@ -101,12 +108,12 @@ async def test_intercepted_tunnel_and_its_requests_are_audited(
 
 
 async def test_passthrough_tunnel_is_audited_with_bytes(
-    proxy: ProxyProcess, upstream_ca: TestCA
+    proxy: ProxyProcess, ops_ca: TestCA
 ) -> None:
     async with proxy.client() as client:
         info = await client.create_session(allow=["other.test"], ttl_s=60)
     sid = info.session_id
-    tunnel = Tunnel(proxy, info, "other.test", upstream_ca.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
     tunnel.open()
     status, body = tunnel.get("/x")
     assert status == 200

@@ -21,6 +21,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
 from tests.proxy.adversarial.ops_fixtures import (
     FaultyProxy,
     Received,
@@ -31,6 +32,12 @@ from tests.proxy.adversarial.ops_fixtures import (
 )
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
+
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,16 +54,16 @@ def _start(tmp: Path, fault: str, **kwargs: object) -> FaultyProxy:
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     proc = _start(
         tmp_path_factory.mktemp("faulty"),
         "raise",
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
     ).start()
     try:
         yield proc
@@ -78,22 +85,22 @@ def _error_code(body: bytes) -> str:
 
 
 async def test_exception_after_the_swap_is_502_and_nothing_goes_upstream(
-    proxy: ProxyProcess, github: EchoUpstream
+    proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
     info, ph = await _leased(proxy)
-    github.clear()
+    ops_github.clear()
     tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
     tunnel.open()
     status, body = tunnel.get("/raise-request", {"authorization": f"token {ph}"})
     tunnel.close()
     assert status == 502
     assert _error_code(body) == "addon_error"
-    assert [r.path for r in github.requests] == []
+    assert [r.path for r in ops_github.requests] == []
 
 
 @pytest.mark.parametrize("path", ["/raise-headers", "/raise-response"])
 async def test_exception_on_the_response_is_502_and_the_body_never_arrives(
-    proxy: ProxyProcess, github: EchoUpstream, path: str
+    proxy: ProxyProcess, ops_github: EchoUpstream, path: str
 ) -> None:
     info, ph = await _leased(proxy)
     tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
@@ -103,11 +110,11 @@ async def test_exception_on_the_response_is_502_and_the_body_never_arrives(
     assert status == 502
     assert _error_code(body) == "addon_error"
     assert b"authorization" not in body  # the echo body was replaced whole
-    assert github.last().path == path  # the upstream did answer, with the token echoed
+    assert ops_github.last().path == path  # the upstream did answer, with the token echoed
 
 
 async def test_proxy_keeps_serving_and_audits_addon_errors(
-    proxy: ProxyProcess, github: EchoUpstream
+    proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
     info, ph = await _leased(proxy)
     tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)

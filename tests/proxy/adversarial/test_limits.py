@@ -21,6 +21,7 @@ import pytest
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
 from tests.proxy.adversarial.ops_fixtures import (
     Received,
     Tunnel,
@@ -36,6 +37,12 @@ from tests.proxy.adversarial.ops_fixtures import (
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
+
 pytestmark = pytest.mark.timeout(240)
 
 TOKENS: list[str] = []
@@ -45,15 +52,15 @@ RECEIVED = Received()
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("limits"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
         extra_args=[
             "--head-timeout",
             "2",
@@ -69,15 +76,15 @@ def proxy(
 @pytest.fixture(scope="module")
 def slow_rate_proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("rate"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
         extra_args=["--session-rate", "0.2", "--session-burst", "2"],
     ) as p:
         yield p
@@ -86,15 +93,15 @@ def slow_rate_proxy(
 @pytest.fixture(scope="module")
 def idle_proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("idle"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
         extra_args=["--idle-timeout", "2", "--head-timeout", "60"],
     ) as p:
         yield p
@@ -170,19 +177,19 @@ def test_silent_connection_is_closed_after_the_head_timeout(proxy: ProxyProcess)
     s.close()
 
 
-async def test_connection_cap_per_session(proxy: ProxyProcess, upstream_ca: TestCA) -> None:
+async def test_connection_cap_per_session(proxy: ProxyProcess, ops_ca: TestCA) -> None:
     async with proxy.client() as client:
         info = await client.create_session(allow=["other.test"], ttl_s=60)
-    tunnels = [Tunnel(proxy, info, "other.test", upstream_ca.ca_path, RECEIVED) for _ in range(3)]
+    tunnels = [Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED) for _ in range(3)]
     for t in tunnels:
         t.open()
-    fourth = Tunnel(proxy, info, "other.test", upstream_ca.ca_path, RECEIVED)
+    fourth = Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
     with pytest.raises(OSError, match="429"):
         fourth.open()
     tunnels[0].close()
 
     def fifth_opens() -> bool:
-        t = Tunnel(proxy, info, "other.test", upstream_ca.ca_path, RECEIVED)
+        t = Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
         try:
             t.open()
         except OSError:
@@ -240,7 +247,9 @@ def _connect_answer(proxy: ProxyProcess, auth: bytes) -> bytes:
     return RECEIVED.add(data)
 
 
-async def test_swaps_still_work_under_the_limits(proxy: ProxyProcess, github: EchoUpstream) -> None:
+async def test_swaps_still_work_under_the_limits(
+    proxy: ProxyProcess, ops_github: EchoUpstream
+) -> None:
     ph, token = placeholder(), real_token()
     TOKENS.append(token)
     async with proxy.client() as client:
@@ -252,15 +261,15 @@ async def test_swaps_still_work_under_the_limits(proxy: ProxyProcess, github: Ec
         status, body = tunnel.get("/ok", {"authorization": f"token {ph}"})
         assert status == 200 and ph.encode() in body
     tunnel.close()
-    assert github.last().one("authorization") == f"Bearer {token}"
+    assert ops_github.last().one("authorization") == f"Bearer {token}"
 
 
 async def test_idle_tunnel_is_closed_after_the_idle_timeout(
-    idle_proxy: ProxyProcess, upstream_ca: TestCA
+    idle_proxy: ProxyProcess, ops_ca: TestCA
 ) -> None:
     async with idle_proxy.client() as client:
         info = await client.create_session(allow=["other.test"], ttl_s=120)
-    tunnel = Tunnel(idle_proxy, info, "other.test", upstream_ca.ca_path, RECEIVED)
+    tunnel = Tunnel(idle_proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
     tunnel.open()
     assert tunnel.get("/x")[0] == 200
     # Head timeout is 60 s and the session lives on: only idleness closes it.

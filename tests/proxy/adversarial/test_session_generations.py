@@ -17,6 +17,7 @@ from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
 from tests.proxy.adversarial.ops_fixtures import (
     Received,
     Tunnel,
@@ -28,6 +29,12 @@ from tests.proxy.adversarial.ops_fixtures import (
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
+
 pytestmark = pytest.mark.timeout(180)
 
 TOKENS: list[str] = []
@@ -37,15 +44,15 @@ RECEIVED = Received()
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("generations"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
     ) as p:
         yield p
 
@@ -62,7 +69,7 @@ async def _session(proxy: ProxyProcess, sid: str, ph: str) -> tuple[SessionInfo,
 
 
 async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
-    proxy: ProxyProcess, github: EchoUpstream
+    proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
     ph = placeholder()
     old, old_token = await _session(proxy, "tenant-a", ph)
@@ -70,7 +77,7 @@ async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
     tunnel.open()
     status, body = tunnel.get("/before", {"authorization": f"token {ph}"})
     assert status == 200 and ph.encode() in body
-    assert github.last().one("authorization") == f"Bearer {old_token}"
+    assert ops_github.last().one("authorization") == f"Bearer {old_token}"
 
     async with proxy.client() as client:
         await client.delete_session("tenant-a")
@@ -78,12 +85,12 @@ async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
     wait_until(tunnel.is_closed_by_peer, what="old tunnel closed by the DELETE")
 
     # Another tenant gets the same id and the same placeholder string.
-    github.clear()
+    ops_github.clear()
     _, new_token = await _session(proxy, "tenant-a", ph)
     with pytest.raises((OSError, ConnectionError)):
         tunnel.get("/after", {"authorization": f"token {ph}"})
-    assert all(f"Bearer {new_token}" not in r.all("authorization") for r in github.requests)
-    assert all(r.path != "/after" for r in github.requests)
+    assert all(f"Bearer {new_token}" not in r.all("authorization") for r in ops_github.requests)
+    assert all(r.path != "/after" for r in ops_github.requests)
     tunnel.close()
     events = proxy.audit_events()
     deleted = [e for e in events if e["event"] == "session_deleted"]
@@ -91,10 +98,10 @@ async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
 
 
 async def test_deleted_session_closes_its_passthrough_tunnel(
-    proxy: ProxyProcess, upstream_ca: TestCA
+    proxy: ProxyProcess, ops_ca: TestCA
 ) -> None:
     old, _ = await _session(proxy, "tenant-b", placeholder())
-    tunnel = Tunnel(proxy, old, "other.test", upstream_ca.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, old, "other.test", ops_ca.ca_path, RECEIVED)
     tunnel.open()
     status, _ = tunnel.get("/through")
     assert status == 200
@@ -115,26 +122,26 @@ def redis() -> Iterator[RedisServer]:
 
 async def test_delete_on_one_replica_closes_tunnels_on_another(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
     redis: RedisServer,
 ) -> None:
-    resolve = github_resolve(github, other, plain)
+    resolve = github_resolve(ops_github, ops_other, ops_plain)
     base = tmp_path_factory.mktemp("replicas")
     with (
         proxy_process(
-            base / "a", resolve=resolve, upstream_ca=upstream_ca.ca_path, store=redis.url
+            base / "a", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
         ) as a,
         proxy_process(
-            base / "b", resolve=resolve, upstream_ca=upstream_ca.ca_path, store=redis.url
+            base / "b", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
         ) as b,
     ):
         ph = placeholder()
         info, _ = await _session(a, "tenant-c", ph)
         intercepted = Tunnel(b, info, "api.github.com", b.ca_path, RECEIVED)
-        passthrough = Tunnel(b, info, "other.test", upstream_ca.ca_path, RECEIVED)
+        passthrough = Tunnel(b, info, "other.test", ops_ca.ca_path, RECEIVED)
         intercepted.open()
         passthrough.open()
         assert intercepted.get("/x", {"authorization": f"token {ph}"})[0] == 200

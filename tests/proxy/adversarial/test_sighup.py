@@ -17,6 +17,7 @@ import pytest
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
 from tests.proxy.adversarial.ops_fixtures import (
     Received,
     Tunnel,
@@ -28,6 +29,12 @@ from tests.proxy.adversarial.ops_fixtures import (
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
+
 pytestmark = pytest.mark.timeout(120)
 
 TOKENS: list[str] = []
@@ -37,15 +44,15 @@ RECEIVED = Received()
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("sighup"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
         control_tcp=True,
     ) as p:
         yield p

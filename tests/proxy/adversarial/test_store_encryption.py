@@ -24,6 +24,7 @@ from tests.fakes.proxy_harness import PROXY_BIN, ProxyProcess, proxy_process
 from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
 from tests.proxy.adversarial.ops_fixtures import (
     Received,
     Tunnel,
@@ -33,6 +34,12 @@ from tests.proxy.adversarial.ops_fixtures import (
 )
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule, git_rule
+
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -49,16 +56,16 @@ def redis() -> Iterator[RedisServer]:
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
     redis: RedisServer,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("sealed"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
         store=redis.url,
     ) as p:
         yield p
@@ -90,7 +97,7 @@ def _all_of_redis(server: RedisServer) -> list[bytes]:
 
 
 async def test_redis_holds_no_real_token_after_a_swap(
-    proxy: ProxyProcess, redis: RedisServer, github: EchoUpstream
+    proxy: ProxyProcess, redis: RedisServer, ops_github: EchoUpstream
 ) -> None:
     ph, ph_git = placeholder(), placeholder()
     token, git_token = real_token(), real_token()
@@ -105,7 +112,7 @@ async def test_redis_holds_no_real_token_after_a_swap(
     status, body = tunnel.get("/x", {"authorization": f"token {ph}"})
     tunnel.close()
     assert status == 200 and ph.encode() in body
-    assert github.last().one("authorization") == f"Bearer {token}"
+    assert ops_github.last().one("authorization") == f"Bearer {token}"
 
     everything = _all_of_redis(redis)
     assert len(everything) >= 6  # session, lease, two placeholders, lease set...
@@ -135,10 +142,10 @@ async def test_redis_holds_no_real_token_after_a_swap(
 async def test_replica_with_another_key_fails_closed(
     tmp_path: Path,
     proxy: ProxyProcess,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
     redis: RedisServer,
 ) -> None:
     ph, token = placeholder(), real_token()
@@ -148,11 +155,11 @@ async def test_replica_with_another_key_fails_closed(
         await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=120)
     wrong = tmp_path / "wrong-key"
     wrong.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
-    github.clear()
+    ops_github.clear()
     with proxy_process(
         tmp_path / "b",
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
         store=redis.url,
         extra_args=["--store-key-file", str(wrong)],
     ) as b:
@@ -166,7 +173,7 @@ async def test_replica_with_another_key_fails_closed(
             assert status == 503
         tunnel.close()
         assert_no_token(TOKENS, RECEIVED.blobs, b.written_files())
-    assert github.requests == []
+    assert ops_github.requests == []
 
 
 def _start_bare(
