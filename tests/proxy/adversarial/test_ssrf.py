@@ -18,10 +18,13 @@ from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.proxy.adversarial.ops_fixtures import (
     Received,
     assert_no_token,
+    placeholder,
     proxy_auth,
     raw_exchange,
+    real_token,
     status_of,
 )
+from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -73,11 +76,18 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
         yield p
 
 
+TOKEN = real_token()
+PLACEHOLDER = placeholder()
+
+
 @pytest.fixture(scope="module")
 def auth(proxy: ProxyProcess) -> bytes:
+    """A session that may go anywhere, holding a lease with a real token."""
+
     async def create() -> bytes:
         async with proxy.client() as client:
             info = await client.create_session(allow=["*"], ttl_s=600)
+            await client.put_lease(info.session_id, "l", [api_rule(PLACEHOLDER, TOKEN)], ttl_s=600)
         return proxy_auth(info).encode()
 
     return asyncio.run(create())
@@ -118,6 +128,7 @@ def test_plain_http_to_internal_address_is_refused_before_dialling(
     response = raw_exchange(
         proxy,
         b"GET http://" + host + b"/latest/meta-data/ HTTP/1.1\r\nHost: " + host + b"\r\n"
+        b"Authorization: token " + PLACEHOLDER.encode() + b"\r\n"
         b"Proxy-Authorization: " + auth + b"\r\nConnection: close\r\n\r\n",
         RECEIVED,
     )
@@ -140,9 +151,8 @@ def test_plain_http_to_intercepted_host_is_refused_before_dns(
 
 
 def test_zz_nothing_leaked(proxy: ProxyProcess) -> None:
-    # No token was ever leased here; the proxy secret must not echo back either.
     events = proxy.audit_events()
     assert sum(1 for e in events if e.get("reason") == "destination_refused") >= 2 * (
         len(REFUSED) - 4
     )
-    assert_no_token(["never-leased-token-for-ssrf-module"], RECEIVED.blobs, proxy.written_files())
+    assert_no_token([TOKEN], RECEIVED.blobs, proxy.written_files())
