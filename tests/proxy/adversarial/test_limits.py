@@ -171,6 +171,17 @@ def test_half_sent_head_is_closed_after_the_head_timeout(proxy: ProxyProcess) ->
     assert any(e.get("reason") == "head_timeout" for e in events)
 
 
+async def test_half_sent_head_inside_an_intercepted_tunnel_is_closed(proxy: ProxyProcess) -> None:
+    async with proxy.client() as client:
+        info = await client.create_session(allow=["api.github.com"], ttl_s=60)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel.open()
+    assert tunnel.conn.sock is not None
+    tunnel.conn.sock.sendall(b"GET / HTTP/1.1\r\nHost: api.github.com\r\nX-Slow: ")
+    wait_until(tunnel.is_closed_by_peer, timeout=50, what="slow head in a tunnel closed")
+    tunnel.close()
+
+
 def test_silent_connection_is_closed_after_the_head_timeout(proxy: ProxyProcess) -> None:
     s = socket.create_connection((proxy.proxy_host, proxy.port), timeout=60)
     assert s.recv(1) == b""
