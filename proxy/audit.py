@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 SAMPLED_STATUSES = frozenset({407, 408, 429, 431})
+# One encoder for every line (json.dumps with options builds a new one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 def audit_path_of(path: str) -> str:
@@ -109,7 +111,7 @@ class AuditLog:
             "event": event,
             **{k: v for k, v in fields.items() if v is not None},
         }
-        self._pending.append(json.dumps(record, separators=(",", ":"), default=str))
+        self._pending.append(_ENCODER.encode(record))
 
     def _drain(self) -> None:
         self._roll_window()
