@@ -5,7 +5,13 @@ mitmproxy 11 is embedded as a ``DumpMaster`` with ``with_termlog=False`` and
 mitmproxy's defaults, through one :class:`~airlock.proxy.addons.chain.Chain`
 addon, in this order:
 
-    SessionAuth -> EgressPolicy -> InterceptDecision -> Swap -> Scrub
+    SessionAuth -> SessionLimits -> EgressPolicy -> InterceptDecision -> Swap
+    -> Scrub -> TrafficAudit -> ConnectionLifecycle
+
+The chain fails closed (see addons/chain.py). Connection-level limits (head
+size and timeout, idle timeout) are installed into mitmproxy by
+:mod:`airlock.proxy.mitm`. SIGHUP reopens the audit log and re-reads the
+control token file; SIGTERM/SIGINT stop the proxy.
 
 Sharing the loop means the control API and the swap see the same in-memory
 store without locks, and a lease PUT is visible to the very next request.
@@ -28,34 +34,41 @@ from mitmproxy.options import Options
 from mitmproxy.tools.dump import DumpMaster
 
 from airlock.proxy import ca as ca_mod
+from airlock.proxy import mitm
+from airlock.proxy.addons.audit_traffic import TrafficAudit
 from airlock.proxy.addons.auth import SessionAuth
 from airlock.proxy.addons.chain import Chain
 from airlock.proxy.addons.intercept import InterceptDecision
+from airlock.proxy.addons.lifecycle import ConnectionLifecycle
+from airlock.proxy.addons.limits import SessionLimits
 from airlock.proxy.addons.policy import EgressPolicy
 from airlock.proxy.addons.scrub import Scrub
 from airlock.proxy.addons.swap import Swap
 from airlock.proxy.audit import AuditLog
-from airlock.proxy.config import ProxyConfig
+from airlock.proxy.config import ConfigError, ProxyConfig, read_control_token
 from airlock.proxy.context import ProxyContext
 from airlock.proxy.control import ControlAPI
 from airlock.proxy.egress import Egress
 from airlock.proxy.expiry import ExpiryWatcher
 from airlock.proxy.metrics import Metrics
+from airlock.proxy.reaper import SessionReaper
 from airlock.proxy.state import Connections
 from airlock.proxy.store.base import Store
 
 log = logging.getLogger("airlock.proxy")
 
 
-def make_store(url: str) -> Store:
+def make_store(url: str, key_file: Path | None = None) -> Store:
     if url == "memory":
         from airlock.proxy.store.memory import MemoryStore
 
         return MemoryStore()
     if url.startswith(("redis://", "rediss://", "unix://")):
+        from airlock.proxy.store.crypto import Sealer
         from airlock.proxy.store.redis import RedisStore
 
-        return RedisStore(url)
+        sealer = Sealer.from_file(key_file) if key_file is not None else None
+        return RedisStore(url, sealer=sealer)
     raise ValueError(f"--store: expected 'memory' or redis://..., got {url!r}")
 
 
@@ -112,12 +125,65 @@ class _OnRunning:
 class ProxyServer:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
+        self._head_timeout: Callable[[str], None] | None = None
+
+    def _install_limits(self, ctx: ProxyContext, master: DumpMaster) -> None:
+        """Connection-level limits mitmproxy has no option for (see proxy/mitm.py)."""
+        config = self.config
+
+        def kill(client_id: str, reason: str) -> None:
+            mitm.kill_client(master, client_id, reason)
+
+        def refusal(client_id: str, status: int, reason: str) -> None:
+            state = ctx.connections.get(client_id)
+            ctx.metrics.refusals.labels(reason=reason).inc()
+            ctx.audit.write(
+                "refusal",
+                reason=reason,
+                status=status,
+                session=state.session_id if state is not None else None,
+            )
+
+        def too_large(client_id: str) -> None:
+            refusal(client_id, 431, "header_too_large")
+
+        def head_timeout(client_id: str) -> None:
+            refusal(client_id, 408, "head_timeout")
+            ctx.connections.kill(client_id, "head_timeout")
+
+        self._head_timeout = head_timeout
+
+        ctx.connections.set_killer(kill)
+        mitm.set_idle_timeout(config.idle_timeout_s)
+        mitm.install_head_guard(
+            mitm.HeadGuard(
+                max_bytes=config.max_head_bytes,
+                timeout_s=config.head_timeout_s,
+                on_too_large=too_large,
+                on_timeout=head_timeout,
+            )
+        )
+
+    def _reload(self, audit: AuditLog, api: ControlAPI) -> None:
+        """SIGHUP: reopen the audit log, re-read the control token. Never stops."""
+        audit.reopen()
+        token_file = self.config.control_token_file
+        token_status = "unchanged"
+        if token_file is not None:
+            try:
+                api.set_token(read_control_token(token_file))
+                token_status = "reloaded"
+            except (OSError, ConfigError) as exc:
+                token_status = "kept (re-read failed)"
+                log.error("SIGHUP: keeping the old control token: %s", exc)
+        log.info("SIGHUP: audit log reopened, control token %s", token_status)
+        audit.write("reload", audit_log="reopened", control_token=token_status)
 
     async def run(self) -> int:
         config = self.config
         ca, confdir, trust = await asyncio.to_thread(_prepare_state, config)
-        store = make_store(config.store_url)
-        audit = AuditLog(config.audit_path)
+        store = make_store(config.store_url, config.store_key_file)
+        audit = AuditLog(config.audit_path, sample_per_minute=config.refusal_audit_per_minute)
         ctx = ProxyContext(
             config=config,
             store=store,
@@ -133,6 +199,7 @@ class ProxyServer:
             confdir=str(confdir),
         )
         master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+        self._install_limits(ctx, master)
         opts.update(  # type: ignore[no-untyped-call]
             upstream_cert=False,
             ssl_verify_upstream_trusted_ca=str(trust),
@@ -149,11 +216,19 @@ class ProxyServer:
             Chain(
                 [
                     SessionAuth(ctx),
+                    SessionLimits(ctx),
                     EgressPolicy(ctx),
                     InterceptDecision(ctx),
                     Swap(ctx),
                     Scrub(ctx),
-                ]
+                    TrafficAudit(ctx),
+                    ConnectionLifecycle(
+                        ctx,
+                        lambda cid, up, down: mitm.count_client_bytes(master, cid, up, down),
+                        self._head_timeout,
+                    ),
+                ],
+                ctx,
             )
         )
         api = ControlAPI(ctx, ca.cert_pem)
@@ -179,16 +254,24 @@ class ProxyServer:
             audit.write("proxy_started", listen=f"{config.listen_host}:{config.listen_port}")
 
         master.addons.add(_OnRunning(start_control))  # type: ignore[no-untyped-call]
-        expiry_task = asyncio.create_task(ctx.expiry.run(), name="airlock-expiry")
+        reaper = SessionReaper(store, ctx.connections, audit, interval_s=config.session_check_s)
+        tasks = [
+            asyncio.create_task(ctx.expiry.run(), name="airlock-expiry"),
+            asyncio.create_task(reaper.run(), name="airlock-reaper"),
+        ]
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, master.shutdown)
+        loop.add_signal_handler(signal.SIGHUP, lambda: self._reload(audit, api))
         try:
             await master.run()
         finally:
-            expiry_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await expiry_task
+            loop.remove_signal_handler(signal.SIGHUP)
+            mitm.uninstall_head_guard()
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             for runner in runners:
                 await runner.cleanup()
             if runners and config.control.kind == "unix" and config.control.path is not None:

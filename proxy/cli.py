@@ -17,6 +17,7 @@ from airlock.proxy.config import (
     parse_intercept,
     parse_listen,
     parse_resolve,
+    read_control_token,
 )
 
 
@@ -65,7 +66,57 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--advertise", help="HOST:PORT sandboxes use in their proxy URL")
     p.add_argument("--log-level", default="INFO", help="log level of airlock's own messages")
+    p.add_argument(
+        "--store-key-file",
+        type=Path,
+        help="AES-256 key(s) sealing Redis values, base64, one a line, first seals "
+        "(openssl rand -base64 32); every replica needs the same file",
+    )
+    p.add_argument(
+        "--store-plaintext",
+        action="store_true",
+        help="run the Redis store without encryption at rest (a deliberate choice)",
+    )
+    limits = p.add_argument_group("limits")
+    limits.add_argument(
+        "--max-head-bytes", type=int, default=65536, help="request head size limit (431 beyond)"
+    )
+    limits.add_argument(
+        "--head-timeout", type=float, default=10.0, help="seconds to send a request head"
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        help="close a connection after this many seconds without a byte either way",
+    )
+    limits.add_argument(
+        "--max-connections-per-session",
+        type=int,
+        default=128,
+        help="open connections one session may hold (429 beyond)",
+    )
+    limits.add_argument(
+        "--session-rate",
+        type=float,
+        default=500.0,
+        help="requests per second per session, token bucket refill (429 beyond); 0 = no limit",
+    )
+    limits.add_argument(
+        "--session-burst", type=int, default=1000, help="token bucket size per session"
+    )
+    limits.add_argument(
+        "--refusal-audit-per-minute",
+        type=int,
+        default=60,
+        help="407/408/429/431 refusals audited per reason and minute (then counted)",
+    )
     return p
+
+
+def _positive(name: str, value: float, *, zero_ok: bool = False) -> None:
+    if value < 0 or (value == 0 and not zero_ok):
+        raise ConfigError(f"{name}: must be {'>= 0' if zero_ok else '> 0'}, got {value}")
 
 
 def config_from_args(args: argparse.Namespace) -> ProxyConfig:
@@ -74,10 +125,11 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     host, port = parse_listen(args.listen)
     control = parse_control(args.control or f"unix:{state_dir / 'control.sock'}", cwd)
     token: str | None = None
-    if args.control_token_file is not None:
-        token = args.control_token_file.read_text().strip()
-        if not token:
-            raise ConfigError("--control-token-file is empty")
+    token_file: Path | None = args.control_token_file
+    if token_file is not None:
+        if not token_file.is_absolute():
+            token_file = cwd / token_file
+        token = read_control_token(token_file)
     if control.kind == "tcp" and token is None:
         raise ConfigError("--control tcp:// requires --control-token-file")
     if control.kind == "unix" and control.path is not None and len(str(control.path)) >= 104:
@@ -92,6 +144,31 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     audit_log = args.audit_log
     if audit_log is not None and not audit_log.is_absolute():
         audit_log = cwd / audit_log
+    key_file: Path | None = args.store_key_file
+    if key_file is not None and not key_file.is_absolute():
+        key_file = cwd / key_file
+    if store != "memory":
+        if key_file is None and not args.store_plaintext:
+            raise ConfigError(
+                "--store redis:// needs --store-key-file (tokens are encrypted at rest; "
+                "make a key with: openssl rand -base64 32) or, deliberately, --store-plaintext"
+            )
+        if key_file is not None and args.store_plaintext:
+            raise ConfigError("--store-key-file and --store-plaintext exclude each other")
+        if key_file is not None:
+            from airlock.proxy.store.crypto import KeyFileError, Sealer
+
+            try:
+                Sealer.from_file(key_file)
+            except KeyFileError as exc:
+                raise ConfigError(str(exc)) from None
+    _positive("--max-head-bytes", args.max_head_bytes)
+    _positive("--head-timeout", args.head_timeout)
+    _positive("--idle-timeout", args.idle_timeout)
+    _positive("--max-connections-per-session", args.max_connections_per_session)
+    _positive("--session-rate", args.session_rate, zero_ok=True)
+    _positive("--session-burst", args.session_burst)
+    _positive("--refusal-audit-per-minute", args.refusal_audit_per_minute, zero_ok=True)
     return ProxyConfig(
         listen_host=host,
         listen_port=port,
@@ -105,6 +182,16 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
         upstream_ca=upstream_ca.resolve() if upstream_ca else None,
         audit_log=audit_log,
         advertise=args.advertise,
+        control_token_file=token_file,
+        store_key_file=key_file,
+        store_plaintext=bool(args.store_plaintext),
+        max_head_bytes=args.max_head_bytes,
+        head_timeout_s=args.head_timeout,
+        idle_timeout_s=args.idle_timeout,
+        max_session_connections=args.max_connections_per_session,
+        session_rate=args.session_rate,
+        session_burst=args.session_burst,
+        refusal_audit_per_minute=args.refusal_audit_per_minute,
     )
 
 
@@ -127,14 +214,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"airlock-proxy: {exc}", file=sys.stderr)
         return 2
+    from airlock.proxy.addons.chain import ChainError
     from airlock.proxy.app import ProxyServer
     from airlock.proxy.ca import CAError
+    from airlock.proxy.store.crypto import KeyFileError
 
     try:
         return asyncio.run(ProxyServer(config).run())
     except KeyboardInterrupt:
         return 130
-    except CAError as exc:
+    except (CAError, ChainError, KeyFileError) as exc:
         print(f"airlock-proxy: {exc}", file=sys.stderr)
         return 2
 

@@ -50,6 +50,21 @@ class ProxyConfig:
     upstream_ca: Path | None = None
     audit_log: Path | None = None
     advertise: str | None = None
+    # Re-read on SIGHUP (the token itself is ``control_token`` at start).
+    control_token_file: Path | None = None
+    # Redis at rest: AES-GCM key file, or an explicit choice of plaintext.
+    store_key_file: Path | None = None
+    store_plaintext: bool = False
+    # Limits (see docs/proxy.md, "Limits").
+    max_head_bytes: int = 64 * 1024
+    head_timeout_s: float = 10.0
+    idle_timeout_s: float = 300.0
+    max_session_connections: int = 128
+    session_rate: float = 500.0
+    session_burst: int = 1000
+    session_check_s: float = 1.0
+    # Refusals of unauthenticated or rate-limited traffic written per reason and minute.
+    refusal_audit_per_minute: int = 60
 
     @property
     def audit_path(self) -> Path:
@@ -85,6 +100,14 @@ def _split_host_port(value: str, flag: str) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise ConfigError(f"{flag}: port out of range in {value!r}")
     return host, port
+
+
+def read_control_token(path: Path) -> str:
+    """The bearer token in ``--control-token-file`` (at start and on SIGHUP)."""
+    token = path.read_text().strip()
+    if not token:
+        raise ConfigError("--control-token-file is empty")
+    return token
 
 
 def parse_listen(value: str) -> tuple[str, int]:

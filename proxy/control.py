@@ -106,6 +106,10 @@ class ControlAPI:
         self.ca_pem = ca_pem
         self._token = ctx.config.control_token
 
+    def set_token(self, token: str | None) -> None:
+        """Replace the bearer token (SIGHUP re-reads ``--control-token-file``)."""
+        self._token = token
+
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=1 << 20)
         r = app.router
@@ -220,10 +224,13 @@ class ControlAPI:
         sid = _id(request, "sid")
         existed, leases = await self.ctx.store.delete_session(sid)
         self.ctx.expiry.forget_session(sid)
+        # Every tunnel of the session closes now, intercepted or passthrough
+        # (other replicas: airlock.proxy.reaper, within a second).
+        closed = self.ctx.connections.close_session(sid, "session_deleted")
         for lid in leases:
             self.ctx.audit.write("lease_deleted", session=sid, lease=lid, cause="session_deleted")
         if existed:
-            self.ctx.audit.write("session_deleted", session=sid)
+            self.ctx.audit.write("session_deleted", session=sid, connections_closed=closed)
         return web.Response(status=204)
 
     async def list_leases(self, request: web.Request) -> web.Response:

@@ -14,10 +14,28 @@ import socket
 from dataclasses import dataclass
 
 from airlock.proxy.config import ProxyConfig
-from airlock.proxy.hosts import any_match, parse_ip, refused_address
+from airlock.proxy.hosts import IPAddress, any_match, parse_ip, refused_address, unmap
 from airlock.proxy.store.base import SessionRecord
 
 _WILDCARD = {"0.0.0.0", "::", ""}
+
+
+def is_local_address(ip: IPAddress) -> bool:
+    """True when ``ip`` belongs to this machine (so a listener on 0.0.0.0/:: gets it).
+
+    Binding a socket to an address succeeds only for the host's own addresses
+    (and the unspecified address): the kernel answers, nothing is sent.
+    """
+    ip = unmap(ip)
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind((str(ip), 0))
+    except OSError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -33,24 +51,54 @@ class Refused:
     message: str
 
 
+def _own_endpoints(config: ProxyConfig) -> list[tuple[IPAddress | None, int]]:
+    """The proxy's own listeners as (address or None for "every local address", port)."""
+    listeners = [(config.listen_host, config.listen_port)]
+    if config.control.kind == "tcp":
+        listeners.append((config.control.host, config.control.port))
+    out: list[tuple[IPAddress | None, int]] = []
+    for host, port in listeners:
+        if host.strip("[]") in _WILDCARD:
+            out.append((None, port))
+            continue
+        ip = parse_ip(host)
+        if ip is not None:
+            out.append((unmap(ip), port))
+            continue
+        try:  # a listen *name* (localhost): every address it binds to
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            out.append((None, port))  # cannot tell: be conservative
+            continue
+        for info in infos:
+            resolved = parse_ip(str(info[4][0]))
+            out.append((unmap(resolved) if resolved is not None else None, port))
+    return out
+
+
 class Egress:
     def __init__(self, config: ProxyConfig) -> None:
         self._config = config
-        self._own: list[tuple[str, int]] = [(config.listen_host, config.listen_port)]
-        if config.control.kind == "tcp":
-            self._own.append((config.control.host, config.control.port))
+        self._own = _own_endpoints(config)
 
-    def _is_own(self, addr: tuple[str, int]) -> bool:
+    def is_own(self, addr: tuple[str, int]) -> bool:
+        """Socket-address comparison with the proxy's own listeners.
+
+        ``[::ffff:127.0.0.1]:P`` is ``127.0.0.1:P``; a listener on ``0.0.0.0``
+        or ``::`` owns that port on every local address.
+        """
         ip = parse_ip(addr[0])
-        for host, port in self._own:
+        if ip is None:
+            return False
+        ip = unmap(ip)
+        for own_ip, port in self._own:
             if port != addr[1]:
                 continue
-            if host in _WILDCARD or host == addr[0]:
-                return True
-            own_ip = parse_ip(host)
-            if own_ip is not None and ip is not None and own_ip == ip:
-                return True
-            if host == "localhost" and ip is not None and ip.is_loopback:
+            if own_ip is None:
+                if is_local_address(ip):
+                    return True
+            elif own_ip == ip or ip.is_unspecified:
+                # Connecting to 0.0.0.0 / :: reaches the local host.
                 return True
         return False
 
@@ -64,13 +112,26 @@ class Egress:
                 seen.append(addr)
         return seen
 
-    async def decide(self, session: SessionRecord, host: str, port: int) -> Allowed | Refused:
+    async def decide(
+        self, session: SessionRecord, host: str, port: int, *, tunnel: bool = True
+    ) -> Allowed | Refused:
+        """Allow-lists, then (plain http) the intercept set, then addresses.
+
+        Every check that needs no DNS comes first: plain http to an
+        intercepted host is refused before its name is ever looked up.
+        """
         if not (any_match(host, self._config.allow) or any_match(host, session.allow)):
             return Refused(403, "host_not_allowed", f"{host} is not in the allow list")
         intercept = host in self._config.intercept
+        if intercept and not tunnel:
+            return Refused(
+                403,
+                "plain_http_intercepted",
+                f"{host} is only reachable over https; use https://{host}/",
+            )
         mapped = self._config.resolve.get((host, port))
         if mapped is not None:
-            if self._is_own(mapped):
+            if self.is_own(mapped):
                 return Refused(
                     403, "control_api", "the proxy's own endpoints are not a destination"
                 )
@@ -88,7 +149,7 @@ class Egress:
         for addr in addresses:
             ip = parse_ip(addr)
             why = refused_address(ip) if ip is not None else "unparsable"
-            if self._is_own((addr, port)):
+            if self.is_own((addr, port)):
                 return Refused(
                     403, "control_api", "the proxy's own endpoints are not a destination"
                 )

@@ -4,6 +4,12 @@ The sandbox's proxy URL carries ``session_id:secret``; clients send it as
 ``Proxy-Authorization: Basic`` on CONNECT (HTTPS) or on each plain-http request.
 Without valid credentials the answer is 407. The header is always removed
 before anything is forwarded, so the secret never reaches an upstream.
+
+Inside a tunnel identity was proven at CONNECT, but every request re-checks
+that the session still exists *with the generation the tunnel was opened
+under*: a deleted session's tunnel, or one whose id was re-created by another
+tenant, answers 407 ``session_gone`` and never swaps (the control API also
+closes such connections at once; see :mod:`airlock.proxy.reaper`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import binascii
 from mitmproxy import http
 
 from airlock.proxy.context import ProxyContext, refused
+from airlock.proxy.state import Tunnel
 from airlock.proxy.store.base import SessionRecord, StoreUnavailable
 
 SESSION = "airlock_session"
@@ -59,6 +66,9 @@ class SessionAuth:
             self.ctx.refuse(flow, 407, "proxy_auth_failed", "unknown session or bad secret")
             return None
         flow.metadata[SESSION] = session
+        state = self.ctx.connections.state(flow.client_conn.id)
+        state.session_id = session.session_id
+        state.generation = session.generation
         return session
 
     async def http_connect(self, flow: http.HTTPFlow) -> None:
@@ -73,5 +83,26 @@ class SessionAuth:
         if state is not None and state.tunnel is not None:
             # Inside an accepted tunnel: identity was proven at CONNECT.
             flow.request.headers.pop("proxy-authorization", None)
+            await self._check_generation(flow, state.tunnel)
             return
         await self._authenticate(flow)
+
+    async def _check_generation(self, flow: http.HTTPFlow, tunnel: Tunnel) -> None:
+        sid = tunnel.session_id
+        try:
+            session = await self.ctx.store.get_session(sid)
+        except StoreUnavailable:
+            self.ctx.refuse(
+                flow, 503, "store_unavailable", "session store unavailable", session=sid
+            )
+            return
+        if session is None or session.generation != tunnel.generation:
+            self.ctx.refuse(
+                flow,
+                407,
+                "session_gone",
+                "this tunnel's session was deleted or expired; open a new connection "
+                "with the current proxy URL",
+                session=sid,
+                host=tunnel.host,
+            )

@@ -10,7 +10,6 @@ all keep using the name, never the address.
 from __future__ import annotations
 
 from mitmproxy import http
-from mitmproxy.connection import Client
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from airlock.proxy.addons.auth import SESSION
@@ -32,7 +31,7 @@ class EgressPolicy:
             return
         host = normalize_host(flow.request.host)
         port = flow.request.port
-        decision = await self.ctx.egress.decide(session, host, port)
+        decision = await self.ctx.egress.decide(session, host, port, tunnel=tunnel)
         if isinstance(decision, Refused):
             self.ctx.refuse(
                 flow,
@@ -44,23 +43,18 @@ class EgressPolicy:
                 port=port,
             )
             return
-        if not tunnel and decision.intercept:
-            self.ctx.refuse(
-                flow,
-                403,
-                "plain_http_intercepted",
-                f"{host} is only reachable over https",
-                session=session.session_id,
-                host=host,
-            )
-            return
         state = self.ctx.connections.state(flow.client_conn.id)
         state.session_id = session.session_id
+        state.generation = session.generation
         state.pins[(host, port)] = decision.pinned
         flow.request.host = host
         if tunnel:
             state.tunnel = Tunnel(
-                session_id=session.session_id, host=host, port=port, intercept=decision.intercept
+                session_id=session.session_id,
+                host=host,
+                port=port,
+                intercept=decision.intercept,
+                generation=session.generation,
             )
 
     async def http_connect(self, flow: http.HTTPFlow) -> None:
@@ -127,6 +121,3 @@ class EgressPolicy:
 
     def server_connect_error(self, data: ServerConnectionHookData) -> None:
         self._restore(data)
-
-    def client_disconnected(self, client: Client) -> None:
-        self.ctx.connections.drop(client.id)

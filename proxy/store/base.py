@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airlock.proxy.protocol import LeaseRule
@@ -39,12 +40,21 @@ def now() -> float:
     return time.time()
 
 
+def new_generation() -> str:
+    return secrets.token_hex(8)
+
+
 @dataclass(frozen=True)
 class SessionRecord:
+    """A sandbox's session. ``generation`` is drawn when the session is created
+    (with its secret): tunnels remember it, so a deleted and re-created session
+    with the same id never matches an old tunnel."""
+
     session_id: str
     secret_hash: str
     allow: tuple[str, ...]
     expires_at: float
+    generation: str = field(default_factory=new_generation)
 
     def check_secret(self, secret: str) -> bool:
         return hmac.compare_digest(self.secret_hash, hash_secret(secret))
@@ -59,6 +69,7 @@ class SessionRecord:
                 "secret_hash": self.secret_hash,
                 "allow": list(self.allow),
                 "expires_at": self.expires_at,
+                "generation": self.generation,
             }
         )
 
@@ -70,6 +81,9 @@ class SessionRecord:
             secret_hash=str(data["secret_hash"]),
             allow=tuple(str(p) for p in data["allow"]),
             expires_at=float(data["expires_at"]),
+            # Records written before generations existed: the secret hash is
+            # just as unique per created session.
+            generation=str(data.get("generation") or data["secret_hash"][:16]),
         )
 
 
@@ -166,6 +180,15 @@ class Store(ABC):
 
     @abstractmethod
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
+
+    async def get_sessions(self, session_ids: Sequence[str]) -> dict[str, SessionRecord]:
+        """Live sessions among ``session_ids`` (the reaper's periodic check)."""
+        out: dict[str, SessionRecord] = {}
+        for sid in session_ids:
+            record = await self.get_session(sid)
+            if record is not None:
+                out[sid] = record
+        return out
 
     @abstractmethod
     async def delete_session(self, session_id: str) -> tuple[bool, list[str]]:

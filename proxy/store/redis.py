@@ -11,6 +11,12 @@ live behind:
 
 The per-request lookup is a single ``MGET s:{sid} ph:{...}``. Any Redis error
 becomes :class:`StoreUnavailable`, so the proxy fails closed.
+
+With a :class:`~airlock.proxy.store.crypto.Sealer` (``--store-key-file``) every
+value is AES-GCM sealed, bound to its key name; a value that does not open
+(wrong key, tampered, plaintext where a sealed value belongs) is
+:class:`StoreUnavailable` too. Without one (``--store-plaintext``) values are
+JSON, and a sealed value is refused the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from airlock.proxy.store.base import (
     StoreUnavailable,
     now,
 )
+from airlock.proxy.store.crypto import MAGIC, Sealer, SealError
 
 T = TypeVar("T")
 
@@ -43,8 +50,16 @@ def _px(expires_at: float) -> int:
 class RedisStore(Store):
     kind = "redis"
 
-    def __init__(self, url: str, *, prefix: str = "airlock:", timeout_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "airlock:",
+        timeout_s: float = 1.0,
+        sealer: Sealer | None = None,
+    ) -> None:
         self._prefix = prefix
+        self._sealer = sealer
         self._redis: Any = aioredis.Redis.from_url(
             url,
             socket_timeout=timeout_s,
@@ -65,6 +80,22 @@ class RedisStore(Store):
     def _ph(self, placeholder: str) -> str:
         return f"{self._prefix}ph:{placeholder}"
 
+    def _seal(self, name: str, text: str) -> bytes | str:
+        if self._sealer is None:
+            return text
+        return self._sealer.seal(name, text.encode())
+
+    def _open(self, name: str, raw: bytes | str) -> bytes:
+        value = raw.encode() if isinstance(raw, str) else bytes(raw)
+        try:
+            if self._sealer is None:
+                if value.startswith(MAGIC):
+                    raise SealError("sealed value but no --store-key-file")
+                return value
+            return self._sealer.open(name, value)
+        except SealError as exc:
+            raise StoreUnavailable(f"redis: {name.split(':')[1]}: {exc}") from None
+
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         try:
             return await fn()
@@ -81,7 +112,10 @@ class RedisStore(Store):
     async def create_session(self, record: SessionRecord) -> bool:
         async def op() -> bool:
             ok = await self._redis.set(
-                self._s(record.session_id), record.to_json(), px=_px(record.expires_at), nx=True
+                self._s(record.session_id),
+                self._seal(self._s(record.session_id), record.to_json()),
+                px=_px(record.expires_at),
+                nx=True,
             )
             return bool(ok)
 
@@ -91,12 +125,28 @@ class RedisStore(Store):
         raw = await self._call(lambda: self._redis.get(self._s(session_id)))
         if raw is None:
             return None
-        record = SessionRecord.from_json(raw)
+        record = SessionRecord.from_json(self._open(self._s(session_id), raw))
         return record if record.live() else None
+
+    async def get_sessions(self, session_ids: Sequence[str]) -> dict[str, SessionRecord]:
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        raws = await self._call(lambda: self._redis.mget([self._s(s) for s in ids]))
+        at = now()
+        out: dict[str, SessionRecord] = {}
+        for sid, raw in zip(ids, raws, strict=True):
+            if raw is not None:
+                record = SessionRecord.from_json(self._open(self._s(sid), raw))
+                if record.live(at):
+                    out[sid] = record
+        return out
 
     async def _lease(self, sid: str, lid: str) -> LeaseRecord | None:
         raw = await self._call(lambda: self._redis.get(self._l(sid, lid)))
-        return LeaseRecord.from_json(raw) if raw is not None else None
+        return (
+            LeaseRecord.from_json(self._open(self._l(sid, lid), raw)) if raw is not None else None
+        )
 
     async def _remove_lease(self, lease: LeaseRecord) -> None:
         async def op() -> None:
@@ -142,21 +192,26 @@ class RedisStore(Store):
                         for ph, raw in zip(phs, owners, strict=True):
                             if raw is None:
                                 continue
-                            entry = PlaceholderEntry.from_json(raw)
+                            entry = PlaceholderEntry.from_json(self._open(self._ph(ph), raw))
                             if entry.live(at) and (entry.session_id, entry.lease_id) != (
                                 record.session_id,
                                 record.lease_id,
                             ):
                                 raise PlaceholderInUse(ph)
-                        old = LeaseRecord.from_json(raw_old) if raw_old is not None else None
+                        old = (
+                            LeaseRecord.from_json(self._open(lease_key, raw_old))
+                            if raw_old is not None
+                            else None
+                        )
                         pipe.multi()
                         if old is not None:
                             for ph in old.placeholders - record.placeholders:
                                 pipe.delete(self._ph(ph))
                         px = _px(record.expires_at)
-                        pipe.set(lease_key, record.to_json(), px=px)
+                        pipe.set(lease_key, self._seal(lease_key, record.to_json()), px=px)
                         for ph in phs:
-                            pipe.set(self._ph(ph), record.entry_for(ph).to_json(), px=px)
+                            entry_json = record.entry_for(ph).to_json()
+                            pipe.set(self._ph(ph), self._seal(self._ph(ph), entry_json), px=px)
                         pipe.sadd(self._sl(record.session_id), record.lease_id)
                         pipe.pexpire(self._sl(record.session_id), max(session_px, px))
                         await pipe.execute()
@@ -180,9 +235,14 @@ class RedisStore(Store):
         if not lids:
             return []
         names = sorted(x.decode() if isinstance(x, bytes) else str(x) for x in lids)
-        raws = await self._call(lambda: self._redis.mget([self._l(session_id, n) for n in names]))
+        keys = [self._l(session_id, n) for n in names]
+        raws = await self._call(lambda: self._redis.mget(keys))
         at = now()
-        out = [LeaseRecord.from_json(r) for r in raws if r is not None]
+        out = [
+            LeaseRecord.from_json(self._open(k, r))
+            for k, r in zip(keys, raws, strict=True)
+            if r is not None
+        ]
         return [lease for lease in out if lease.live(at)]
 
     async def lookup(
@@ -191,13 +251,15 @@ class RedisStore(Store):
         keys = [self._s(session_id), *(self._ph(p) for p in placeholders)]
         raws = await self._call(lambda: self._redis.mget(keys))
         at = now()
-        session = SessionRecord.from_json(raws[0]) if raws[0] is not None else None
+        session = (
+            SessionRecord.from_json(self._open(keys[0], raws[0])) if raws[0] is not None else None
+        )
         if session is not None and not session.live(at):
             session = None
         found: dict[str, PlaceholderEntry] = {}
-        for ph, raw in zip(placeholders, raws[1:], strict=True):
+        for ph, key, raw in zip(placeholders, keys[1:], raws[1:], strict=True):
             if raw is not None:
-                entry = PlaceholderEntry.from_json(raw)
+                entry = PlaceholderEntry.from_json(self._open(key, raw))
                 if entry.live(at):
                     found[ph] = entry
         return session, found
@@ -220,7 +282,7 @@ class RedisStore(Store):
         raw = await self._call(lambda: self._redis.get(self._s(session_id)))
         if raw is None:
             return True
-        record = SessionRecord.from_json(raw)
+        record = SessionRecord.from_json(self._open(self._s(session_id), raw))
         if record.expires_at == expires_at and not record.live():
             await self.delete_session(session_id)
             return True

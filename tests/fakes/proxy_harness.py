@@ -24,7 +24,9 @@ Handle attributes: ``port``, ``proxy_host``, ``control`` (string for
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -126,6 +128,15 @@ class ProxyProcess:
             argv += ["--resolve", entry]
         if self.upstream_ca is not None:
             argv += ["--upstream-ca", str(self.upstream_ca)]
+        if self.store != "memory" and not {"--store-key-file", "--store-plaintext"} & set(
+            self.extra_args
+        ):
+            # Redis values are sealed; replicas of one Redis share a key.
+            key = hashlib.sha256(f"airlock-test-store-key:{self.store}".encode()).digest()
+            key_file = self.tmp_dir / "store-key"
+            key_file.write_text(base64.b64encode(key).decode() + "\n")
+            key_file.chmod(0o600)
+            argv += ["--store-key-file", str(key_file)]
         return argv + list(self.extra_args)
 
     def start(self, timeout_s: float = 30.0) -> ProxyProcess:

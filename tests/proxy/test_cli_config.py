@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import signal
 import subprocess
 import time
@@ -11,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from airlock.client.proxy import ProxyClient
-from airlock.proxy.config import ConfigError, parse_allow, parse_control, parse_resolve
+from airlock.proxy.config import (
+    ConfigError,
+    ProxyConfig,
+    parse_allow,
+    parse_control,
+    parse_resolve,
+)
 from airlock.proxy.hosts import host_matches, parse_ip, refused_address
 from tests.fakes.proxy_harness import PROXY_BIN, free_port
 
@@ -132,3 +140,39 @@ async def test_busy_port_is_a_startup_failure(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "address already in use" in result.stderr
     assert not (tmp_path / "c.sock").exists()
+
+
+def _config(tmp_path: Path, *args: str) -> ProxyConfig:
+    from airlock.proxy.cli import build_parser, config_from_args
+
+    return config_from_args(build_parser().parse_args(["--state-dir", str(tmp_path), *args]))
+
+
+def test_limit_flags_and_their_defaults(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    assert (cfg.max_head_bytes, cfg.head_timeout_s, cfg.idle_timeout_s) == (65536, 10.0, 300.0)
+    assert (cfg.max_session_connections, cfg.session_rate, cfg.session_burst) == (128, 500.0, 1000)
+    cfg = _config(tmp_path, "--max-head-bytes", "1024", "--session-rate", "0")
+    assert cfg.max_head_bytes == 1024 and cfg.session_rate == 0
+    for bad in (["--max-head-bytes", "0"], ["--head-timeout", "-1"], ["--session-burst", "0"]):
+        with pytest.raises(ConfigError, match=bad[0]):
+            _config(tmp_path, *bad)
+
+
+def test_redis_store_needs_a_key_or_an_explicit_plaintext_choice(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--store-key-file"):
+        _config(tmp_path, "--store", "redis://127.0.0.1:1/0")
+    assert _config(
+        tmp_path, "--store", "redis://127.0.0.1:1/0", "--store-plaintext"
+    ).store_plaintext
+    key = tmp_path / "key"
+    key.write_text(base64.b64encode(os.urandom(32)).decode())
+    cfg = _config(tmp_path, "--store", "redis://127.0.0.1:1/0", "--store-key-file", str(key))
+    assert cfg.store_key_file == key
+    with pytest.raises(ConfigError, match="exclude each other"):
+        _config(
+            tmp_path, "--store", "redis://h/0", "--store-key-file", str(key), "--store-plaintext"
+        )
+    key.write_text("c2hvcnQ=\n")
+    with pytest.raises(ConfigError, match="expected 32"):
+        _config(tmp_path, "--store", "redis://h/0", "--store-key-file", str(key))

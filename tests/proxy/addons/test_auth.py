@@ -1,0 +1,60 @@
+"""SessionAuth: 407 without credentials, and the generation check in tunnels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airlock.proxy.addons.auth import SESSION, SessionAuth
+from airlock.proxy.state import Tunnel
+from airlock.proxy.store.base import SessionRecord, hash_secret
+from tests.proxy.addons.ops_support import basic, connect_flow, later, make_harness, request_flow
+
+
+async def _session(h: object, sid: str = "s1", secret: str = "pw") -> SessionRecord:
+    record = SessionRecord(sid, hash_secret(secret), ("api.github.com",), later(60))
+    assert await h.ctx.store.create_session(record)  # type: ignore[attr-defined]
+    return record
+
+
+async def test_connect_without_or_with_bad_credentials_is_407(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    await _session(h)
+    auth = SessionAuth(h.ctx)
+    for header in (None, basic("s1", "wrong"), "Bearer x"):
+        flow = connect_flow(auth=header)
+        await auth.http_connect(flow)
+        assert flow.response is not None and flow.response.status_code == 407
+
+
+async def test_good_credentials_bind_session_and_generation(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    record = await _session(h)
+    flow = connect_flow(auth=basic("s1", "pw"))
+    await SessionAuth(h.ctx).http_connect(flow)
+    assert flow.response is None
+    assert flow.metadata[SESSION] == record
+    state = h.ctx.connections.get(flow.client_conn.id)
+    assert state is not None and state.generation == record.generation
+    assert "proxy-authorization" not in flow.request.headers
+
+
+async def test_tunnel_of_a_recreated_session_is_refused(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    old = await _session(h)
+    connect = connect_flow(auth=basic("s1", "pw"))
+    state = h.ctx.connections.state(connect.client_conn.id)
+    state.session_id = "s1"
+    state.tunnel = Tunnel("s1", "api.github.com", 443, True, generation=old.generation)
+    auth = SessionAuth(h.ctx)
+
+    same = request_flow(connect)
+    await auth.requestheaders(same)
+    assert same.response is None
+
+    await h.ctx.store.delete_session("s1")
+    new = await _session(h, secret="other")
+    assert new.generation != old.generation
+    after = request_flow(connect)
+    await auth.requestheaders(after)
+    assert after.response is not None and after.response.status_code == 407
+    assert after.response.headers["x-airlock-refusal"] == "session_gone"

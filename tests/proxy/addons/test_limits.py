@@ -1,0 +1,70 @@
+"""SessionLimits: per-session connection cap and token-bucket rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airlock.proxy.addons.auth import SESSION
+from airlock.proxy.addons.limits import SessionLimits, TokenBucket
+from airlock.proxy.state import Tunnel
+from airlock.proxy.store.base import SessionRecord, hash_secret
+from tests.proxy.addons.ops_support import connect_flow, later, make_harness, request_flow
+
+
+def test_token_bucket_refills_at_its_rate() -> None:
+    bucket = TokenBucket(rate=2.0, burst=3, now=0.0)
+    assert [bucket.take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.take(0.0) == 0.5  # one token every half second
+    assert bucket.take(0.5) == 0.0
+    assert bucket.take(10.0) == 0.0  # never more than the burst
+    assert [bucket.take(10.0) for _ in range(3)][-1] > 0
+
+
+def _record() -> SessionRecord:
+    return SessionRecord("s1", hash_secret("x"), (), later(60))
+
+
+def test_connection_cap_answers_429_until_a_connection_closes(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, max_session_connections=2)
+    limits = SessionLimits(h.ctx)
+    flows = [connect_flow() for _ in range(3)]
+    for f in flows:
+        f.metadata[SESSION] = _record()
+        limits.http_connect(f)
+    assert [f.response.status_code if f.response else 200 for f in flows] == [200, 200, 429]
+    assert flows[2].response is not None
+    assert flows[2].response.headers["x-airlock-refusal"] == "connection_limit"
+    h.ctx.connections.drop(flows[0].client_conn.id)
+    again = connect_flow()
+    again.metadata[SESSION] = _record()
+    limits.http_connect(again)
+    assert again.response is None
+
+
+def test_rate_limit_is_429_with_retry_after_inside_a_tunnel(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, session_rate=0.5, session_burst=2)
+    limits = SessionLimits(h.ctx)
+    connect = connect_flow()
+    connect.metadata[SESSION] = _record()
+    limits.http_connect(connect)  # takes one token
+    assert connect.response is None
+    h.ctx.connections.state(connect.client_conn.id).tunnel = Tunnel(
+        "s1", "api.github.com", 443, True
+    )
+    first, second = request_flow(connect), request_flow(connect)
+    limits.requestheaders(first)
+    limits.requestheaders(second)
+    assert first.response is None
+    assert second.response is not None and second.response.status_code == 429
+    assert int(second.response.headers["retry-after"]) >= 1
+    assert h.events("refusal")[-1]["reason"] == "rate_limited"
+
+
+def test_zero_rate_disables_the_bucket(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, session_rate=0.0, session_burst=1)
+    limits = SessionLimits(h.ctx)
+    for _ in range(5):
+        f = connect_flow()
+        f.metadata[SESSION] = _record()
+        limits.http_connect(f)
+        assert f.response is None

@@ -1,0 +1,160 @@
+"""Attack: keep a tunnel open, have the session deleted and its id re-created.
+
+Issue items 3 and 11: the old tenant's tunnel must die with the DELETE
+(intercepted and passthrough), and must never swap the new session's
+placeholder. With two replicas on one Redis the replica that did not serve the
+DELETE closes the tunnel too (its reaper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from airlock.proxy.protocol import SessionInfo
+from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.redis_server import RedisServer, redis_server_sync
+from tests.fakes.tls import TestCA
+from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
+from tests.proxy.adversarial.ops_fixtures import (
+    Received,
+    Tunnel,
+    assert_no_token,
+    placeholder,
+    real_token,
+    wait_until,
+)
+from tests.proxy.conftest import github_resolve
+from tests.proxy.helpers import api_rule
+
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
+
+pytestmark = pytest.mark.timeout(180)
+
+TOKENS: list[str] = []
+RECEIVED = Received()
+
+
+@pytest.fixture(scope="module")
+def proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
+) -> Iterator[ProxyProcess]:
+    with proxy_process(
+        tmp_path_factory.mktemp("generations"),
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
+    ) as p:
+        yield p
+
+
+async def _session(proxy: ProxyProcess, sid: str, ph: str) -> tuple[SessionInfo, str]:
+    token = real_token()
+    TOKENS.append(token)
+    async with proxy.client() as client:
+        info = await client.create_session(
+            session_id=sid, allow=["api.github.com", "other.test"], ttl_s=120
+        )
+        await client.put_lease(sid, "l1", [api_rule(ph, token)], ttl_s=120)
+    return info, token
+
+
+async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
+    proxy: ProxyProcess, ops_github: EchoUpstream
+) -> None:
+    ph = placeholder()
+    old, old_token = await _session(proxy, "tenant-a", ph)
+    tunnel = Tunnel(proxy, old, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel.open()
+    status, body = tunnel.get("/before", {"authorization": f"token {ph}"})
+    assert status == 200 and ph.encode() in body
+    assert ops_github.last().one("authorization") == f"Bearer {old_token}"
+
+    async with proxy.client() as client:
+        await client.delete_session("tenant-a")
+    # The DELETE closes the tunnel at once.
+    wait_until(tunnel.is_closed_by_peer, what="old tunnel closed by the DELETE")
+
+    # Another tenant gets the same id and the same placeholder string.
+    ops_github.clear()
+    _, new_token = await _session(proxy, "tenant-a", ph)
+    with pytest.raises((OSError, ConnectionError)):
+        tunnel.get("/after", {"authorization": f"token {ph}"})
+    assert all(f"Bearer {new_token}" not in r.all("authorization") for r in ops_github.requests)
+    assert all(r.path != "/after" for r in ops_github.requests)
+    tunnel.close()
+    events = proxy.audit_events()
+    deleted = [e for e in events if e["event"] == "session_deleted"]
+    assert deleted and deleted[0]["connections_closed"] >= 1
+
+
+async def test_deleted_session_closes_its_passthrough_tunnel(
+    proxy: ProxyProcess, ops_ca: TestCA
+) -> None:
+    old, _ = await _session(proxy, "tenant-b", placeholder())
+    tunnel = Tunnel(proxy, old, "other.test", ops_ca.ca_path, RECEIVED)
+    tunnel.open()
+    status, _ = tunnel.get("/through")
+    assert status == 200
+    async with proxy.client() as client:
+        await client.delete_session("tenant-b")
+    wait_until(tunnel.is_closed_by_peer, what="passthrough tunnel closed by the DELETE")
+    await _session(proxy, "tenant-b", placeholder())
+    with pytest.raises((OSError, ConnectionError)):
+        tunnel.get("/after")
+    tunnel.close()
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RedisServer]:
+    with redis_server_sync() as server:
+        yield server
+
+
+async def test_delete_on_one_replica_closes_tunnels_on_another(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
+    redis: RedisServer,
+) -> None:
+    resolve = github_resolve(ops_github, ops_other, ops_plain)
+    base = tmp_path_factory.mktemp("replicas")
+    with (
+        proxy_process(
+            base / "a", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
+        ) as a,
+        proxy_process(
+            base / "b", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
+        ) as b,
+    ):
+        ph = placeholder()
+        info, _ = await _session(a, "tenant-c", ph)
+        intercepted = Tunnel(b, info, "api.github.com", b.ca_path, RECEIVED)
+        passthrough = Tunnel(b, info, "other.test", ops_ca.ca_path, RECEIVED)
+        intercepted.open()
+        passthrough.open()
+        assert intercepted.get("/x", {"authorization": f"token {ph}"})[0] == 200
+        assert passthrough.get("/y")[0] == 200
+        async with a.client() as client:
+            await client.delete_session("tenant-c")
+        wait_until(intercepted.is_closed_by_peer, what="replica b closed the intercepted tunnel")
+        wait_until(passthrough.is_closed_by_peer, what="replica b closed the passthrough tunnel")
+        intercepted.close()
+        passthrough.close()
+        assert_no_token(TOKENS, RECEIVED.blobs, [*a.written_files(), *b.written_files()])
+
+
+def test_zz_no_real_token_anywhere(proxy: ProxyProcess) -> None:
+    assert len(TOKENS) >= 4
+    assert_no_token(TOKENS, RECEIVED.blobs, proxy.written_files())

@@ -1,0 +1,115 @@
+"""Operations: SIGHUP used to kill the proxy silently ("also seen").
+
+``logrotate`` renames the audit log and sends SIGHUP: the proxy must stay up,
+write new lines to a fresh file at the configured path, and pick up a rotated
+control token from ``--control-token-file``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.tls import TestCA
+from tests.fakes.upstream import EchoUpstream
+from tests.proxy.adversarial import ops_fixtures
+from tests.proxy.adversarial.ops_fixtures import (
+    Received,
+    Tunnel,
+    assert_no_token,
+    placeholder,
+    real_token,
+    wait_until,
+)
+from tests.proxy.conftest import github_resolve
+from tests.proxy.helpers import api_rule
+
+# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
+ops_ca = ops_fixtures.ops_ca
+ops_github = ops_fixtures.ops_github
+ops_other = ops_fixtures.ops_other
+ops_plain = ops_fixtures.ops_plain
+
+pytestmark = pytest.mark.timeout(120)
+
+TOKENS: list[str] = []
+RECEIVED = Received()
+
+
+@pytest.fixture(scope="module")
+def proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
+) -> Iterator[ProxyProcess]:
+    with proxy_process(
+        tmp_path_factory.mktemp("sighup"),
+        resolve=github_resolve(ops_github, ops_other, ops_plain),
+        upstream_ca=ops_ca.ca_path,
+        control_tcp=True,
+    ) as p:
+        yield p
+
+
+def _hup(proxy: ProxyProcess) -> None:
+    assert proxy.process is not None
+    os.kill(proxy.process.pid, signal.SIGHUP)
+
+
+async def test_sighup_reopens_the_audit_log_and_keeps_serving(proxy: ProxyProcess) -> None:
+    ph, token = placeholder(), real_token()
+    TOKENS.append(token)
+    async with proxy.client() as client:
+        info = await client.create_session(allow=["api.github.com"], ttl_s=60)
+        await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=60)
+    rotated = proxy.audit_log.with_suffix(".log.1")
+    wait_until(lambda: "lease_created" in proxy.audit_log.read_text(), what="first lines")
+    os.rename(proxy.audit_log, rotated)
+    _hup(proxy)
+    wait_until(proxy.audit_log.exists, what="a fresh audit log after SIGHUP")
+    wait_until(lambda: '"event":"reload"' in proxy.audit_log.read_text(), what="reload line")
+    before = rotated.read_text()
+
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel.open()
+    status, body = tunnel.get("/after-rotation", {"authorization": f"token {ph}"})
+    tunnel.close()
+    assert status == 200 and ph.encode() in body
+    wait_until(lambda: '"event":"swap"' in proxy.audit_log.read_text(), what="swap line")
+    assert rotated.read_text() == before  # nothing more went to the rotated file
+    assert proxy.process is not None and proxy.process.poll() is None
+    assert "SIGHUP" in proxy.log_path.read_text()
+    assert_no_token(TOKENS, RECEIVED.blobs, [rotated, *proxy.written_files()])
+
+
+async def test_sighup_rereads_the_control_token(proxy: ProxyProcess) -> None:
+    token_file = proxy.tmp_dir / "control-token"
+    old = proxy.control_token
+    new = os.urandom(16).hex()
+    token_file.write_text(new)
+    _hup(proxy)
+    url = f"http://127.0.0.1:{proxy.control_port}/v1/sessions/nope"
+
+    def status_with(token: str | None) -> int:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx.get(url, headers=headers, timeout=10).status_code
+
+    wait_until(lambda: status_with(new) == 404, what="the new token accepted")
+    assert status_with(old) == 401
+    # An empty token file is refused and the current token kept.
+    token_file.write_text("")
+    _hup(proxy)
+    wait_until(
+        lambda: "keeping the old control token" in proxy.log_path.read_text(),
+        what="the refused re-read logged",
+    )
+    assert status_with(new) == 404
+    assert proxy.process is not None and proxy.process.poll() is None
+    proxy.control_token = new  # for the harness's stop/health
