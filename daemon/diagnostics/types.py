@@ -143,6 +143,12 @@ def _inside(path: Path, folder: Path) -> bool:
     return resolved == folder or folder in resolved.parents
 
 
+def _trusted_python(env: Mapping[str, str]) -> Path:
+    """An interpreter outside the workspace: ``python3`` on the (sanitised) PATH, else ours."""
+    found = shutil.which("python3", path=env.get("PATH", ""))
+    return Path(found) if found else Path(sys.executable)
+
+
 def plan_types(
     files: Mapping[Path, str], run_as: RunAs = READ_SCOPE, workspace: Path | None = None
 ) -> TypePlan:
@@ -172,7 +178,9 @@ def plan_types(
                 continue
             root = _python_root(real)
             key = ("basedpyright", root, None, None)
-            python = _project_python(root) if run_as.workspace_code else None
+            # basedpyright runs the interpreter it is given, and finds a project's .venv by
+            # itself when given none: read scope always names a trusted one.
+            python = _project_python(root) if run_as.workspace_code else _trusted_python(env)
             group = groups.setdefault(
                 key, TypeGroup("basedpyright", root, python=python, run_as=run_as, env=env)
             )
