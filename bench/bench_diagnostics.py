@@ -183,6 +183,9 @@ async def run(edits: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bench import default_path
+
+    default_path.main()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--edits", type=int, default=20)
     args = parser.parse_args(argv if argv is not None else [])

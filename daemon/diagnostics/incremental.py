@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -41,10 +42,11 @@ from airlock.daemon.diagnostics.model import Finding
 class SyntaxState:
     """One language's view of one version of a file."""
 
-    tree: tree_sitter.Tree
+    tree: tree_sitter.Tree | None  # None: Python re-checked without tree-sitter
     findings: list[Finding]
-    statements: frozenset[bytes] | None = None
-    """Python: the top-level statement texts of a version that parsed cleanly."""
+    partition: list[tuple[int, int]] | None = None
+    """Python, for a version ``ast`` accepts: each top-level statement's line range
+    (0-based, half-open), in order; None when unknown."""
 
 
 @dataclass
@@ -93,36 +95,78 @@ def edit_tree(tree: tree_sitter.Tree, old: Version, new: Version, found: Sequenc
     return True
 
 
-def top_level(tree: tree_sitter.Tree, data: bytes) -> list[bytes] | None:
-    """The text of each top-level statement, or None when one does not start a line
-    (``ast`` rejects an indented first statement that tree-sitter accepts)."""
-    out: list[bytes] = []
+def partition_of(tree: tree_sitter.Tree) -> list[tuple[int, int]] | None:
+    """Top-level statement line ranges from a tree without errors, or None when one does not
+    start a line (``ast`` rejects an indented first statement that tree-sitter accepts)."""
+    if tree.root_node.has_error:
+        return None
+    out: list[tuple[int, int]] = []
     for child in tree.root_node.children:
         if child.type == "comment":
             continue
-        if child.start_point[1] != 0:
+        (row, column), (end_row, end_column) = child.start_point, child.end_point
+        if column != 0:
             return None
-        out.append(data[child.start_byte : child.end_byte])
+        out.append((row, end_row + 1 if end_column else max(end_row, row + 1)))
     return out
 
 
-def python_statements_parse(statements: Sequence[bytes], known: frozenset[bytes]) -> bool:
-    """True when every statement not in ``known`` parses alone."""
+def python_recheck(
+    partition: Sequence[tuple[int, int]], lines: Sequence[str], found: Sequence[Region]
+) -> list[tuple[int, int]] | None:
+    """The new version's partition when it still parses, else None (check in full).
+
+    The previous version parsed and ``partition`` holds its top-level
+    statements. Each changed region is widened to the whole statements it
+    touches; the new text of each widened chunk must parse alone. A module is
+    a sequence of statements, each chunk ends at a statement boundary, and the
+    untouched statements parsed before: so the file parses iff every chunk does.
+    """
+    chunks: list[list[int]] = []  # [old_start, old_end, new_start, new_end]
+    starts_ = [s for s, _ in partition]
+    for os_, oe, ns, ne in found:
+        lo, hi = os_, oe
+        index = max(bisect_right(starts_, os_) - 1, 0)
+        while index < len(partition) and partition[index][0] < max(oe, os_ + 1):
+            s0, e0 = partition[index]
+            touched = (s0 < oe and e0 > os_) if oe > os_ else (s0 < os_ < e0)
+            if touched:
+                lo, hi = min(lo, s0), max(hi, e0)
+            index += 1
+        new_lo, new_hi = lo + (ns - os_), hi + (ne - oe)
+        if chunks and lo <= chunks[-1][1]:  # overlaps the previous chunk: one chunk
+            chunks[-1][1], chunks[-1][3] = max(chunks[-1][1], hi), max(chunks[-1][3], new_hi)
+        else:
+            chunks.append([lo, hi, new_lo, new_hi])
+    new_partition: list[tuple[int, int]] = []
+    shift = 0
+    at = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for text in statements:
-            if text in known:
-                continue
+        for lo, hi, new_lo, new_hi in chunks:
+            while at < len(partition) and partition[at][1] <= lo:
+                s0, e0 = partition[at]
+                new_partition.append((s0 + shift, e0 + shift))
+                at += 1
+            while at < len(partition) and partition[at][0] < hi:
+                at += 1
+            source = "\n".join(lines[new_lo:new_hi])
             try:
-                ast.parse(text.decode("utf-8"))
-            except (SyntaxError, ValueError, RecursionError, MemoryError, UnicodeDecodeError):
-                return False
-    return True
-
-
-def python_clean_statements(tree: tree_sitter.Tree, data: bytes) -> frozenset[bytes] | None:
-    statements = top_level(tree, data)
-    return None if statements is None else frozenset(statements)
+                module = ast.parse(source)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+            for node in module.body:
+                first_line = min(
+                    [node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]
+                )
+                end = node.end_lineno or node.lineno
+                new_partition.append((new_lo + first_line - 1, new_lo + end))
+            shift = new_hi - hi
+        while at < len(partition):
+            s0, e0 = partition[at]
+            new_partition.append((s0 + shift, e0 + shift))
+            at += 1
+    return new_partition
 
 
 def precise_needed(language: str) -> bool:

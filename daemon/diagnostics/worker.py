@@ -158,43 +158,51 @@ class Worker:
         version = current.version
         before = known.version.syntax.get(language) if known is not None else None
         if before is not None and known is not None and found is not None:
-            tree = before.tree.copy()
-            if incremental.edit_tree(tree, known.version, version, found):
-                tree = self.syntax.reparse(language, version.data, tree)
-                fast = self._clean_fast(language, text, display, tree, before, version)
-                if fast is not None:
-                    self.paths["syntax:incremental"] += 1
-                    return fast
+            fast = self._fast(language, text, display, known, found, before, version)
+            if fast is not None:
+                self.paths["syntax:incremental"] += 1
+                return fast
         self.paths["syntax:full"] += 1
         findings, tree = self.syntax.check_tree(language, text, version.data, display)
         state = SyntaxState(tree, findings)
-        if language == "python" and not findings and not tree.root_node.has_error:
-            state.statements = incremental.python_clean_statements(tree, version.data)
+        if language == "python" and not findings:
+            state.partition = incremental.partition_of(tree)
         version.syntax[language] = state
         return findings
 
-    def _clean_fast(
+    def _fast(
         self,
         language: str,
         text: str,
         display: str,
-        tree: Any,
+        known: _Known,
+        found: list[linediff.Region],
         before: SyntaxState,
         version: Version,
     ) -> list[Finding] | None:
-        """The findings of a re-parsed tree without errors, or None: check in full."""
+        """The full check's answer from the changed regions only, or None: check in full.
+
+        Python: the full check answers [] exactly when ``ast`` accepts the file, which
+        the changed statements decide (``python_recheck``); tree-sitter is not needed.
+        Other languages: tree-sitter re-parses incrementally; a clean tree is [] (plus
+        the exact parser's verdict where there is one).
+        """
+        if language == "python":
+            if before.partition is None:
+                return None
+            partition = incremental.python_recheck(before.partition, text.split("\n"), found)
+            if partition is None:
+                return None
+            version.syntax[language] = SyntaxState(None, [], partition)
+            return []
+        if before.tree is None:
+            return None
+        tree = before.tree.copy()
+        if not incremental.edit_tree(tree, known.version, version, found):
+            return None
+        tree = self.syntax.reparse(language, version.data, tree)
         if tree.root_node.has_error:
             return None
-        if language == "python":
-            if before.statements is None:
-                return None
-            statements = incremental.top_level(tree, version.data)
-            if statements is None or not incremental.python_statements_parse(
-                statements, before.statements
-            ):
-                return None
-            version.syntax[language] = SyntaxState(tree, [], frozenset(statements))
-            return []
         findings = (
             precise.combine(language, text, display, []) if language in precise.POLICIES else []
         )
