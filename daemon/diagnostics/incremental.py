@@ -53,23 +53,32 @@ class SyntaxState:
 class Version:
     """One version of a file as the worker last saw it."""
 
-    data: bytes  # the LF-normalised UTF-8 the parsers saw
-    lines: list[bytes]  # data.split(b"\n")
+    text: str  # LF-normalised, BOM stripped
+    lines: list[str]  # text.split("\n")
     syntax: dict[str, SyntaxState] = field(default_factory=dict)
+    _data: bytes | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The UTF-8 the tree-sitter parsers see (encoded on first use)."""
+        if self._data is None:
+            self._data = self.text.encode("utf-8")
+        return self._data
+
+    def byte_lengths(self) -> list[int]:
+        if self.text.isascii():
+            return list(map(len, self.lines))
+        return [len(line.encode("utf-8")) for line in self.lines]
 
 
 class _Starts:
     """Byte offset of each line's start: cumulative lengths plus one newline per line."""
 
-    def __init__(self, lines: Sequence[bytes]) -> None:
-        self._lengths = list(accumulate(map(len, lines), initial=0))
+    def __init__(self, version: Version) -> None:
+        self._lengths = list(accumulate(version.byte_lengths(), initial=0))
 
     def __getitem__(self, row: int) -> int:
         return self._lengths[row] + row
-
-
-def starts(lines: Sequence[bytes]) -> _Starts:
-    return _Starts(lines)
 
 
 def edit_tree(tree: tree_sitter.Tree, old: Version, new: Version, found: Sequence[Region]) -> bool:
@@ -81,7 +90,7 @@ def edit_tree(tree: tree_sitter.Tree, old: Version, new: Version, found: Sequenc
     """
     if any(oe >= len(old.lines) or ne >= len(new.lines) for _, oe, _, ne in found):
         return False
-    old_starts, new_starts = starts(old.lines), starts(new.lines)
+    old_starts, new_starts = _Starts(old), _Starts(new)
     for os_, oe, ns, ne in reversed(found):
         start = old_starts[os_]
         tree.edit(

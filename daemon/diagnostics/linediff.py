@@ -64,17 +64,31 @@ def _equal_run(old: Sequence[bytes | str], new: Sequence[bytes | str], i: int, j
             run += size
             size *= 2
             continue
-        for x, y in zip(a, b, strict=False):
+        lo, hi = 0, min(len(a), len(b))  # the first difference in a[lo:hi], by halves
+        while hi - lo > 8:
+            mid = (lo + hi) // 2
+            if a[lo:mid] == b[lo:mid]:
+                lo = mid
+            else:
+                hi = mid
+        for x, y in zip(a[lo:hi], b[lo:hi], strict=False):
             if x != y:
-                return run
-            run += 1
-        return run
+                return run + lo
+            lo += 1
+        return run + lo
 
 
 def _resync(
     old: Sequence[bytes | str], new: Sequence[bytes | str], i: int, j: int
 ) -> tuple[int, int] | None:
     """The nearest ``(a, b)`` past a difference where two equal lines start again."""
+    # The usual edits first: one line replaced, inserted or deleted.
+    if old[i + 1 : i + 3] == new[j + 1 : j + 3] and i + 1 < len(old) and j + 1 < len(new):
+        return (i + 1, j + 1)
+    if old[i : i + 2] == new[j + 1 : j + 3] and j + 1 < len(new) and i < len(old):
+        return (i, j + 1)
+    if old[i + 1 : i + 3] == new[j : j + 2] and i + 1 < len(old) and j < len(new):
+        return (i + 1, j)
     for window in (8, _WINDOW):
         found = _resync_within(old, new, i, j, window)
         if found is not None:

@@ -90,8 +90,7 @@ class Worker:
             text = decode(data, path=display).text
         except BinaryFile:
             return {**answer, "state": "binary"}
-        encoded = text.encode("utf-8")
-        version = Version(encoded, encoded.split(b"\n"))
+        version = Version(text, text.split("\n"))
         known = self._versions.pop((str(path), display), None) if self.incremental else None
         found = linediff.regions(known.version.lines, version.lines) if known else None
         current = _Known(version)
@@ -117,9 +116,9 @@ class Worker:
     ) -> dict[str, Any]:
         if check == "whitespace":
             markdown = path.suffix.lower() in (".md", ".markdown")
-            lines = text.split("\n")
+            lines = current.version.lines
             if lines and lines[-1] == "":
-                lines.pop()
+                lines = lines[:-1]
             previous = known.whitespace if known is not None else None
             if (
                 known is not None
@@ -190,7 +189,7 @@ class Worker:
         if language == "python":
             if before.partition is None:
                 return None
-            partition = incremental.python_recheck(before.partition, text.split("\n"), found)
+            partition = incremental.python_recheck(before.partition, version.lines, found)
             if partition is None:
                 return None
             version.syntax[language] = SyntaxState(None, [], partition)
@@ -220,10 +219,8 @@ class _Known:
 
     def text_lines(self) -> list[str]:
         if self._text_lines is None:
-            lines = [line.decode("utf-8") for line in self.version.lines]
-            if lines and lines[-1] == "":
-                lines.pop()
-            self._text_lines = lines
+            lines = self.version.lines
+            self._text_lines = lines[:-1] if lines and lines[-1] == "" else lines
         return self._text_lines
 
 
