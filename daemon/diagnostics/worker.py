@@ -44,6 +44,8 @@ from airlock.daemon.text import decode
 
 _VERSIONS_KEPT = 16
 """Files whose last version (text, trees) is kept for incremental re-checks."""
+_VERSION_MAX_CHARS = 16 * 1024 * 1024
+"""Larger files are not kept (16 of them would cost gigabytes): checked in full each time."""
 _ANSWERS_KEPT = 64
 """Answers remembered by (file, checks, content hash): syntax and whitespace depend on
 the bytes alone, so the baseline of edit N+1 is edit N's result, free."""
@@ -96,7 +98,8 @@ class Worker:
         current = _Known(version)
         for check in checks:
             answer["results"][check] = self._run(check, path, text, display, known, found, current)
-        self._versions[(str(path), display)] = current
+        if len(text) <= _VERSION_MAX_CHARS:  # bounded memory: huge files are checked in full
+            self._versions[(str(path), display)] = current
         while len(self._versions) > _VERSIONS_KEPT:
             self._versions.popitem(last=False)
         self._answers[key] = {"state": "ok", "results": answer["results"]}

@@ -14,7 +14,15 @@ from typing import Any
 
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.diagnostics.types import basedpyright_argv
-from tests.daemon.adversarial.plant import Markers, plant_git, plant_python, plant_typescript
+from tests.daemon.adversarial.diag_plant import (  # noqa: F401 (fixtures)
+    Markers,
+    hostile_ws_fixture,
+    markers_fixture,
+    open_base_fixture,
+    plant_git,
+    plant_python,
+    plant_typescript,
+)
 from tests.fakes.daemon_harness import running_daemon
 
 READ, WRITE = "r-token-0123456789", "w-token-0123456789"

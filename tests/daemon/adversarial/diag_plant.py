@@ -1,5 +1,8 @@
 """Hostile workspaces for the diagnostics tests: programs that leave a marker when run.
 
+Also the fixtures (a workspace and a marker folder every user can reach: the exec
+user must be able to run what is planted); test modules import them.
+
 Each planted program writes its caller's uid to a marker file, so a test can
 tell both *whether* it ran and *as whom*. The markers live outside the
 workspace, in a folder every user may write.
@@ -8,9 +11,14 @@ workspace, in a folder every user may write.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 MARKER_SCRIPT = "#!/bin/sh\nid -u > {marker}\nexit 1\n"
 TYPESCRIPT_JS = (
@@ -94,3 +102,27 @@ def plant_typescript(ws: Path, markers: Markers) -> Path:
     (ws / "tsconfig.json").write_text('{"compilerOptions": {"strict": true}}\n')
     (ws / "app.ts").write_text("const n: number = 'x';\n")
     return ws / "app.ts"
+
+
+@pytest.fixture(name="open_base")
+def open_base_fixture() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="al-adv-"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(name="markers")
+def markers_fixture(open_base: Path) -> Markers:
+    folder = open_base / "markers"
+    folder.mkdir()
+    folder.chmod(0o777)
+    return Markers(folder)
+
+
+@pytest.fixture(name="hostile_ws")
+def hostile_ws_fixture(open_base: Path) -> Path:
+    ws = open_base / "ws"
+    ws.mkdir()
+    ws.chmod(0o777)
+    return ws
