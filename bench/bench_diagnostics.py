@@ -39,6 +39,7 @@ from airlock.daemon.diagnostics.types import (
 )
 from airlock.daemon.protocol import FilePatchInput, FileWriteInput
 from airlock.daemon.workspace import Workspace
+from bench import report
 from bench.report import percentile, table
 
 TYPESCRIPT_VERSION = "5.9.3"
@@ -183,8 +184,11 @@ async def run(edits: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bench import default_path
+
+    default_path.main()
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--edits", type=int, default=20)
+    parser.add_argument("--edits", type=int, default=5 if report.small() else 20)
     args = parser.parse_args(argv if argv is not None else [])
     asyncio.run(run(args.edits))
 

@@ -89,7 +89,9 @@ class ToolContext:
             guard=GeneratedFileGuard(config.generated_files, config.generated_dirs),
         )
         ctx = cls(config=config, roots=roots)
-        ctx.diagnostics = DiagnosticsService(roots.workspace, config.diagnostics_timeout_s)
+        ctx.diagnostics = DiagnosticsService(
+            roots.workspace, config.diagnostics_timeout_s, exec_user=config.exec_user
+        )
         from airlock.daemon.procs.spill import SpillStore
         from airlock.daemon.procs.table import ProcessTable
 

@@ -116,6 +116,8 @@ class Workspace:
             raise InvalidRequest(validation_message(exc), {"errors": _errors(exc)}) from None
         if scope == "read" and request.granted_paths:
             raise Forbidden("granted_paths needs a write-scope token", {"tool": name})
+        if isinstance(request, DiagnosticsInput):  # read scope runs no workspace program
+            return await self.diagnostics(request, scope=scope)
         result: BaseModel = await self._handlers[name](request)
         return result
 
@@ -136,9 +138,11 @@ class Workspace:
     async def file_diff_preview(self, req: FileDiffPreviewInput) -> FileDiffPreviewOutput:
         return await patch.file_diff_preview(self.ctx, req)
 
-    async def diagnostics(self, req: DiagnosticsInput) -> DiagnosticsOutput:
+    async def diagnostics(
+        self, req: DiagnosticsInput, *, scope: Scope = "write"
+    ) -> DiagnosticsOutput:
         paths = [self.ctx.resolve(p, intent="read", granted=req.granted_paths) for p in req.paths]
-        return await self.ctx.diag.run(paths, req.checks)
+        return await self.ctx.diag.run(paths, req.checks, scope=scope)
 
     async def file_write(self, req: FileWriteInput) -> FileWriteOutput:
         return await write.file_write(self.ctx, req)

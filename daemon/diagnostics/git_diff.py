@@ -1,18 +1,35 @@
-"""The ``git-diff`` check: ``git diff --check`` on the touched paths inside a work tree.
+"""The ``git-diff`` check: ``git diff --check`` of the work tree against the index.
 
 git judges only lines that differ from the index, which is exactly "what this
 change adds": trailing whitespace, space-before-tab, blank lines at EOF and
-leftover conflict markers, honouring the repository's ``core.whitespace`` and
-``.gitattributes``. Files git does not track (new files, files outside any
-repository) go to the ``whitespace`` check instead.
+leftover conflict markers. Files git does not track (new files, files outside
+any repository) go to the ``whitespace`` check instead.
+
+Why git never looks at the work tree here: a repository's own configuration
+can make git run programs (``core.fsmonitor``, ``filter.*.clean``/``process``
+drivers named by ``.gitattributes``, ``diff.*.textconv``, hooks, a lazy fetch's
+transport), and the repository belongs to the agent. So git only reads the
+index (``ls-files --stage``) and raw blobs (``cat-file --batch``: no filters)
+with every program-running setting turned off, and the comparison itself runs
+as ``git diff --no-index --check`` between two private copies (index blob,
+work-tree bytes) in an empty directory outside any repository, with no system
+or global configuration. Nothing from the workspace can run, in any scope. The
+price: the repository's ``core.whitespace`` and whitespace attributes are not
+honoured (git's defaults apply), and filtered files (LFS) compare raw bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import re
 import shutil
+import stat
+import tempfile
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
@@ -29,17 +46,39 @@ _CODES: dict[str, str] = {
     "new blank line at EOF": "blank-at-eof",
     "leftover conflict marker": "conflict-marker",
 }
+_MAX_FILE_BYTES = 64 * 1024 * 1024
+_BLOBS_KEPT = 64
+_RESULTS_KEPT = 256
+
+SAFE_CONFIG: tuple[str, ...] = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.untrackedCache=false",
+    "protocol.allow=never",
+    "diff.external=",
+    "core.quotepath=off",
+)
+"""``-c`` settings on every git call: nothing the repository configures may run a program."""
 
 
-def git_env() -> dict[str, str]:
-    """English messages, no prompts, and no index.lock taken by a read-only diff."""
-    return {
-        **os.environ,
-        "LC_ALL": "C",
-        "GIT_OPTIONAL_LOCKS": "0",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_PAGER": "cat",
-    }
+def git_env(home: str | None = None) -> dict[str, str]:
+    """English messages, no prompts, no locks, no lazy fetch; nothing from ``os.environ``
+    that could point git at another program (GIT_EXTERNAL_DIFF, GIT_SSH...)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k not in ("EDITOR",)}
+    env.update(
+        {
+            "LC_ALL": "C",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_PAGER": "cat",
+            "GIT_NO_LAZY_FETCH": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
+    )
+    if home is not None:
+        env["HOME"] = home
+    return env
 
 
 def git_executable() -> str:
@@ -47,6 +86,15 @@ def git_executable() -> str:
     if found is None:
         raise CheckUnavailable("git is not installed")
     return found
+
+
+def _git(repo: Path | None, *args: str) -> list[str]:
+    argv = [git_executable(), "--literal-pathspecs"]
+    for setting in SAFE_CONFIG:
+        argv += ["-c", setting]
+    if repo is not None:  # the daemon may run as another user than the repository's owner
+        argv += ["-c", f"safe.directory={repo}"]
+    return [*argv, *args]
 
 
 def find_repo(path: Path) -> Path | None:
@@ -60,13 +108,21 @@ def find_repo(path: Path) -> Path | None:
     return None
 
 
-async def tracked_files(repo: Path, files: Iterable[Path], timeout_s: float) -> set[Path]:
-    """Which of ``files`` git tracks (``ls-files``), as real paths."""
+@dataclass(frozen=True)
+class IndexEntry:
+    blob: str
+    mode: str
+
+
+async def index_entries(
+    repo: Path, files: Iterable[Path], timeout_s: float
+) -> dict[Path, IndexEntry]:
+    """The stage-0 index entries of ``files`` (real paths) that are regular files."""
     rels = [str(f.relative_to(repo)) for f in files]
     if not rels:
-        return set()
+        return {}
     done = await run_bounded(
-        [git_executable(), "--literal-pathspecs", "ls-files", "-z", "--", *rels],
+        _git(repo, "ls-files", "--stage", "-z", "--", *rels),
         cwd=repo,
         timeout_s=timeout_s,
         env=git_env(),
@@ -75,43 +131,193 @@ async def tracked_files(repo: Path, files: Iterable[Path], timeout_s: float) -> 
         raise CheckUnavailable(
             "git ls-files failed: " + done.stderr.decode("utf-8", "replace").strip()[:300]
         )
-    names = [n for n in done.stdout.decode("utf-8", "replace").split("\0") if n]
-    return {repo / n for n in names}
+    out: dict[Path, IndexEntry] = {}
+    for record in done.stdout.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        fields = meta.split()
+        if len(fields) != 3 or fields[2] != b"0" or not fields[0].startswith(b"100"):
+            continue  # conflicted stages, symlinks, submodules: nothing to compare
+        out[repo / os.fsdecode(name)] = IndexEntry(fields[1].decode(), fields[0].decode())
+    return out
 
 
-async def diff_check(repo: Path, files: Mapping[Path, str], timeout_s: float) -> list[Finding]:
-    """``git diff --check`` for ``files`` (real path -> display), parsed into findings."""
-    if not files:
-        return []
-    display_by_rel = {str(real.relative_to(repo)): shown for real, shown in files.items()}
-    done = await run_bounded(
-        [
-            git_executable(),
-            "--literal-pathspecs",
-            "-c",
-            "core.quotepath=off",
-            "diff",
-            "--check",
-            "--no-color",
-            "--no-ext-diff",
-            "--",
-            *display_by_rel,
-        ],
-        cwd=repo,
-        timeout_s=timeout_s,
-        env=git_env(),
-    )
-    # Exit 0: clean; 2 (or 1 on old gits): problems found; anything else is git failing.
-    if done.returncode not in (0, 1, 2) or (done.returncode != 0 and not done.stdout):
+async def tracked_files(repo: Path, files: Iterable[Path], timeout_s: float) -> set[Path]:
+    """Which of ``files`` git tracks, as real paths."""
+    return set(await index_entries(repo, files, timeout_s))
+
+
+class BlobCache:
+    """Raw index blobs by id (``cat-file --batch``: never filtered), the last few kept."""
+
+    def __init__(self) -> None:
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+
+    async def get(self, repo: Path, blobs: Iterable[str], timeout_s: float) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(blobs))
+        missing = [b for b in wanted if b not in self._blobs]
+        if missing:
+            done = await run_bounded(
+                _git(repo, "cat-file", "--batch"),
+                cwd=repo,
+                timeout_s=timeout_s,
+                env=git_env(),
+                stdin=("\n".join(missing) + "\n").encode(),
+            )
+            if done.returncode != 0:
+                raise CheckUnavailable(
+                    "git cat-file failed: " + done.stderr.decode("utf-8", "replace").strip()[:300]
+                )
+            for blob, data in _parse_batch(done.stdout).items():
+                self._blobs[blob] = data
+            while len(self._blobs) > _BLOBS_KEPT:
+                self._blobs.popitem(last=False)
+        found: dict[str, bytes] = {}
+        for blob in wanted:
+            kept = self._blobs.get(blob)
+            if kept is not None:
+                self._blobs.move_to_end(blob)
+                found[blob] = kept
+        return found
+
+
+def _parse_batch(out: bytes) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    at = 0
+    while at < len(out):
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) != 3:  # "<id> missing"
+            continue
+        size = int(header[2])
+        found[header[0].decode()] = out[at : at + size]
+        at += size + 1
+    return found
+
+
+def read_worktree(path: Path) -> bytes | None:
+    """A work-tree file's bytes: regular files only, never through a final symlink, never
+    blocking on a FIFO (blocking: a thread)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FILE_BYTES:
+            return None
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _write_pairs(base: Path, pairs: Mapping[str, tuple[bytes, bytes]]) -> None:
+    for index, (old, new) in enumerate(pairs.values()):
+        for side, data in (("a", old), ("b", new)):
+            folder = base / side / str(index)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "f").write_bytes(data)
+
+
+async def check_pairs(
+    pairs: Mapping[str, tuple[bytes, bytes]], timeout_s: float
+) -> dict[str, list[Finding]]:
+    """``git diff --check`` of (index bytes, work-tree bytes) per display name.
+
+    Runs in a private temporary directory outside any repository, with no
+    system or global configuration: nothing but git's defaults applies.
+    """
+    if not pairs:
+        return {}
+    base = Path(tempfile.mkdtemp(prefix="airlock-gitcheck-"))
+    try:
+        await asyncio.to_thread(_write_pairs, base, pairs)
+        done = await run_bounded(
+            _git(None, "diff", "--no-index", "--check", "--no-color", "--no-ext-diff", "a", "b"),
+            cwd=base,
+            timeout_s=timeout_s,
+            env={**git_env(home=str(base)), "GIT_CEILING_DIRECTORIES": str(base.parent)},
+        )
+    finally:
+        await asyncio.to_thread(shutil.rmtree, base, True)
+    # --no-index implies --exit-code: 0 clean, 1 differences, 2|3 with problems.
+    if done.returncode not in (0, 1, 2, 3) or (done.returncode > 1 and not done.stdout):
         raise CheckUnavailable(
             "git diff --check failed: " + done.stderr.decode("utf-8", "replace").strip()[:300]
         )
-    return parse_check_output(done.stdout.decode("utf-8", "replace"), display_by_rel)
+    names = list(pairs)
+    by_rel = {f"b/{index}/f": name for index, name in enumerate(names)}
+    found = parse_check_output(done.stdout.decode("utf-8", "replace"), by_rel)
+    out: dict[str, list[Finding]] = {name: [] for name in names}
+    for item in found:
+        out.setdefault(item.diagnostic.path, []).append(item)
+    return out
+
+
+class GitDiffCheck:
+    """The check with its caches: blobs by id, results by (index blob, work-tree digest).
+
+    An edit's result is the next edit's baseline, so a steady stream of edits
+    costs one ``git diff`` per edit (plus one ``ls-files``).
+    """
+
+    def __init__(self) -> None:
+        self.blobs = BlobCache()
+        self._results: OrderedDict[tuple[str, str, bytes], list[Finding]] = OrderedDict()
+        self.git_runs = 0
+        """``git diff`` processes started (the benchmark and tests read it)."""
+
+    async def run(
+        self,
+        repo: Path,
+        files: Mapping[Path, str],
+        entries: Mapping[Path, IndexEntry],
+        timeout_s: float,
+    ) -> list[Finding]:
+        """Findings for ``files`` (real -> display) that have an index entry."""
+        wanted = {real: display for real, display in files.items() if real in entries}
+        if not wanted:
+            return []
+        worktree = await asyncio.to_thread(lambda: {r: read_worktree(r) for r in wanted})
+        blobs = await self.blobs.get(repo, (entries[r].blob for r in wanted), timeout_s)
+        out: list[Finding] = []
+        pairs: dict[str, tuple[bytes, bytes]] = {}
+        keys: dict[str, tuple[str, str, bytes]] = {}
+        for real, display in wanted.items():
+            data, old = worktree.get(real), blobs.get(entries[real].blob)
+            if data is None or old is None:
+                continue
+            key = (display, entries[real].blob, hashlib.sha256(data).digest())
+            cached = self._results.get(key)
+            if cached is not None:
+                self._results.move_to_end(key)
+                out.extend(cached)
+            else:
+                pairs[display] = (old, data)
+                keys[display] = key
+        if pairs:
+            self.git_runs += 1
+            fresh = await check_pairs(pairs, timeout_s)
+            for display, found in fresh.items():
+                out.extend(found)
+                if display in keys:
+                    self._results[keys[display]] = found
+            while len(self._results) > _RESULTS_KEPT:
+                self._results.popitem(last=False)
+        return out
 
 
 def parse_check_output(output: str, display_by_rel: Mapping[str, str]) -> list[Finding]:
     """Turn ``path:line: message.`` + ``+offending line`` pairs into findings."""
     out: list[Finding] = []
+    per_file: dict[str, int] = {}
     lines = output.split("\n")
     for index, raw in enumerate(lines):
         match = _HEADER.match(raw)
@@ -120,6 +326,10 @@ def parse_check_output(output: str, display_by_rel: Mapping[str, str]) -> list[F
         rel = match["path"]
         if rel.startswith('"') and rel.endswith('"'):
             rel = rel[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+        display = display_by_rel.get(rel, rel)
+        if per_file.get(display, 0) >= MAX_FINDINGS_PER_FILE:
+            continue
+        per_file[display] = per_file.get(display, 0) + 1
         message = match["message"].rstrip(".")
         following = lines[index + 1] if index + 1 < len(lines) else ""
         anchor = following[1:] if following.startswith("+") else ""
@@ -127,7 +337,7 @@ def parse_check_output(output: str, display_by_rel: Mapping[str, str]) -> list[F
         column = len(anchor.rstrip(" \t")) + 1 if code == "trailing-whitespace" else 1
         out.append(
             finding(
-                path=display_by_rel.get(rel, rel),
+                path=display,
                 line=int(match["line"]),
                 column=column,
                 severity="error" if code == "conflict-marker" else "warning",
@@ -137,6 +347,4 @@ def parse_check_output(output: str, display_by_rel: Mapping[str, str]) -> list[F
                 anchor=anchor,
             )
         )
-        if len(out) >= MAX_FINDINGS_PER_FILE * max(1, len(display_by_rel)):
-            break
     return out

@@ -23,6 +23,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from airlock.daemon.identity import ExecUser, spawn_kwargs
 
 STREAM_LIMIT = 64 * 1024 * 1024
 _REAP_WAIT_S = 5.0
@@ -34,6 +37,39 @@ class CheckTimeout(Exception):
 
 class CheckUnavailable(Exception):
     """The checker cannot run here (not installed, not executable); the message says why."""
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """Who a checker process runs as, and whether it may be a program of the workspace.
+
+    Read scope (``workspace_code=False``): only programs the daemon ships or the
+    system has (its own interpreter, git with every program-running setting
+    off, a pinned TypeScript), as the daemon's user; never the workspace's
+    interpreter or ``node_modules``. Write scope (``workspace_code=True``): the
+    project's own interpreter and compiler may run, always as the exec user
+    (``--exec-user``) when there is one, with that user's HOME.
+    """
+
+    workspace_code: bool = False
+    user: ExecUser | None = None
+
+    @property
+    def key(self) -> tuple[bool, int | None]:
+        """Long-lived checkers are kept per identity: one never serves the other."""
+        return (self.workspace_code, self.user.uid if self.user and self.workspace_code else None)
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        return spawn_kwargs(self.user) if self.workspace_code else {}
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        if self.workspace_code and self.user is not None and not self.user.is_current:
+            env.update(self.user.env())
+        return env
+
+
+READ_SCOPE = RunAs()
 
 
 def kill_group(pid: int) -> None:
@@ -106,6 +142,7 @@ def _popen(
     env: Mapping[str, str] | None,
     stdin: bool,
     stderr: bool,
+    run_as: RunAs = READ_SCOPE,
 ) -> subprocess.Popen[bytes]:
     """fork/exec, synchronously: exactly what asyncio's own subprocess support does in the
     loop thread (a few milliseconds), minus the cancellable pipe set-up in between."""
@@ -118,6 +155,7 @@ def _popen(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if stderr else subprocess.DEVNULL,
             start_new_session=True,
+            **run_as.popen_kwargs(),
         )
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -132,9 +170,10 @@ async def spawn(
     stdin: bool = True,
     stderr: bool = False,
     limit: int = STREAM_LIMIT,
+    run_as: RunAs = READ_SCOPE,
 ) -> Spawned:
     """Start ``argv`` in its own session with piped stdout (and stdin/stderr if asked)."""
-    proc = _popen(argv, cwd=cwd, env=env, stdin=stdin, stderr=stderr)
+    proc = _popen(argv, cwd=cwd, env=env, stdin=stdin, stderr=stderr, run_as=run_as)
     loop = asyncio.get_running_loop()
     spawned = Spawned(proc=proc, stdout=asyncio.StreamReader(limit=limit, loop=loop))
     try:
@@ -181,9 +220,12 @@ async def run_bounded(
     timeout_s: float,
     stdin: bytes | None = None,
     env: Mapping[str, str] | None = None,
+    run_as: RunAs = READ_SCOPE,
 ) -> Completed:
     """Run ``argv`` to completion or kill its process group after ``timeout_s``."""
-    spawned = await spawn(argv, cwd=cwd, env=env, stdin=stdin is not None, stderr=True)
+    spawned = await spawn(
+        argv, cwd=cwd, env=env, stdin=stdin is not None, stderr=True, run_as=run_as
+    )
     assert spawned.stderr is not None
     err_stream = spawned.stderr
 

@@ -28,8 +28,10 @@ from typing import Any
 
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
 from airlock.daemon.diagnostics.procs import (
+    READ_SCOPE,
     CheckTimeout,
     CheckUnavailable,
+    RunAs,
     Spawned,
     kill_group,
     spawn,
@@ -120,6 +122,8 @@ class PyrightServers:
         self._ids = itertools.count(1)
         self._versions = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.run_as: RunAs = READ_SCOPE
+        """Who the servers run as (write scope only: the service's exec user)."""
         self._live: set[int] = set()
         weakref.finalize(self, _kill_all, self._live)
 
@@ -131,12 +135,14 @@ class PyrightServers:
         files: dict[Path, str],
         errors_only: bool,
         timeout_s: float,
+        run_as: RunAs = READ_SCOPE,
     ) -> list[Finding]:
         """Type findings for ``files``; raises LspUnavailable or CheckTimeout."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._drop_all()
             self._loop = loop
+        self.run_as = run_as
         self._checks[root] = self._checks.get(root, 0) + 1
         server = self._servers.get(root)
         if server is not None and (
@@ -243,7 +249,7 @@ class PyrightServers:
         if argv is None:
             raise LspUnavailable("basedpyright-langserver is not installed")
         try:
-            spawned = await spawn(argv, cwd=root)
+            spawned = await spawn(argv, cwd=root, env=self.run_as.env(), run_as=self.run_as)
         except CheckUnavailable as exc:
             raise LspUnavailable(str(exc)) from exc
         server = _Server(proc=spawned, started=time.monotonic())

@@ -24,10 +24,11 @@ from airlock.daemon.diagnostics.model import (
     Finding,
     finding,
 )
-from airlock.daemon.diagnostics.procs import CheckTimeout, CheckUnavailable
+from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckTimeout, CheckUnavailable, RunAs
 from airlock.daemon.diagnostics.report import Results, capped, skip, skipped_entries
 from airlock.daemon.diagnostics.tracker import EditTracker
 from airlock.daemon.diagnostics.worker_client import WorkerClient, WorkerGone
+from airlock.daemon.identity import ExecUser
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
     ALL_CHECKS,
@@ -49,9 +50,13 @@ class DiagnosticsService:
         timeout_s: float = 20.0,
         *,
         edit_checks: Sequence[CheckName] = ALL_CHECKS,
+        exec_user: ExecUser | None = None,
     ) -> None:
         self.workspace = workspace
         self.timeout_s = timeout_s
+        self.write_scope = RunAs(workspace_code=True, user=exec_user)
+        """Who programs of the workspace run as (editing tools, write-scope ``diagnostics``)."""
+        self.git = git_diff.GitDiffCheck()
         self.edit_checks: list[CheckName] = list(edit_checks)
         """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
         self.worker = WorkerClient()
@@ -63,11 +68,21 @@ class DiagnosticsService:
         """How many checker processes were started (tests and the benchmark read it)."""
 
     async def run(
-        self, paths: Sequence[ResolvedPath], checks: Sequence[CheckName] = ALL_CHECKS
+        self,
+        paths: Sequence[ResolvedPath],
+        checks: Sequence[CheckName] = ALL_CHECKS,
+        *,
+        scope: str = "read",
     ) -> DiagnosticsOutput:
+        """The ``diagnostics`` tool. ``scope`` is the caller's token scope: ``read`` runs no
+        program of the workspace; ``write`` runs them as the exec user."""
         wanted = list(dict.fromkeys(checks))
         expansion = await asyncio.to_thread(expand, paths)
-        results = await self.collect(expansion.paths, wanted)
+        run_as = self.write_scope if scope == "write" else READ_SCOPE
+        results = await self.collect(expansion.paths, wanted, run_as=run_as)
+        for check in wanted:
+            for reason in expansion.unreadable_names:
+                results[check].skipped.append(reason)
         for folder in expansion.truncated:
             for check in wanted:
                 results[check].skipped.append(
@@ -106,7 +121,12 @@ class DiagnosticsService:
     # ------------------------------------------------------------ collecting
 
     async def collect(
-        self, paths: Sequence[ResolvedPath], checks: Sequence[str], *, reuse_types: bool = False
+        self,
+        paths: Sequence[ResolvedPath],
+        checks: Sequence[str],
+        *,
+        reuse_types: bool = False,
+        run_as: RunAs | None = None,
     ) -> Results:
         """Every requested check over ``paths``; never raises (failures become skips).
 
@@ -115,20 +135,24 @@ class DiagnosticsService:
         usual case: edit N's result is edit N+1's baseline), saving one type
         checker run per edit.
         """
+        run_as = self.write_scope if run_as is None else run_as
         results: Results = {c: CheckResult(c) for c in checks}
         files = {p.real: p.display for p in paths}
         jobs: list[asyncio.Future[None]] = []
         try:
             if "types" in checks:  # the slowest: start it before the git bookkeeping
                 jobs.append(
-                    asyncio.ensure_future(self._types_job(results["types"], files, reuse_types))
+                    asyncio.ensure_future(
+                        self._types_job(results["types"], files, reuse_types, run_as)
+                    )
                 )
             repos, dirs = await asyncio.to_thread(_repos_of, list(files))
-            tracked = await self._tracked(results, files, repos) if "git-diff" in checks else set()
+            entries = await self._tracked(results, files, repos) if "git-diff" in checks else {}
+            tracked = set(entries)
             if "git-diff" in checks:
                 jobs.extend(
                     asyncio.ensure_future(job)
-                    for job in self._git_jobs(results["git-diff"], files, repos, tracked, dirs)
+                    for job in self._git_jobs(results["git-diff"], files, repos, entries, dirs)
                 )
             worker_checks = [c for c in ("syntax", "whitespace") if c in checks]
             for real, display in files.items() if worker_checks else ():
@@ -150,15 +174,16 @@ class DiagnosticsService:
 
     async def _tracked(
         self, results: Results, files: dict[Path, str], repos: dict[Path, Path | None]
-    ) -> set[Path]:
-        tracked: set[Path] = set()
+    ) -> dict[Path, git_diff.IndexEntry]:
+        """The index entries of the files git tracks (regular files at stage 0)."""
+        tracked: dict[Path, git_diff.IndexEntry] = {}
         by_repo: dict[Path, list[Path]] = {}
         for real, repo in repos.items():
             if repo is not None:
                 by_repo.setdefault(repo, []).append(real)
         for repo, members in by_repo.items():
             try:
-                tracked |= await git_diff.tracked_files(repo, members, self.timeout_s)
+                tracked.update(await git_diff.index_entries(repo, members, self.timeout_s))
             except (CheckTimeout, CheckUnavailable) as exc:
                 skip(results["git-diff"], _reason(exc), [files[m] for m in members])
         return tracked
@@ -168,20 +193,20 @@ class DiagnosticsService:
         result: CheckResult,
         files: dict[Path, str],
         repos: dict[Path, Path | None],
-        tracked: set[Path],
+        entries: dict[Path, git_diff.IndexEntry],
         dirs: set[Path],
     ) -> list[Awaitable[None]]:
         by_repo: dict[Path, dict[Path, str]] = {}
         for real, display in files.items():
             repo = repos.get(real)
-            if repo is not None and (real in tracked or real in dirs):
+            if repo is not None and real in entries:
                 by_repo.setdefault(repo, {})[real] = display
             else:
                 result.not_applicable.append(display)
 
         async def one(repo: Path, members: dict[Path, str]) -> None:
             async def body() -> None:
-                result.findings.extend(await git_diff.diff_check(repo, members, self.timeout_s))
+                result.findings.extend(await self.git.run(repo, members, entries, self.timeout_s))
                 result.ran = True
 
             await _guarded(result, list(members.values()), body)
@@ -219,9 +244,11 @@ class DiagnosticsService:
 
         await _guarded_many(results, checks, [display], body)
 
-    async def _types_job(self, result: CheckResult, files: dict[Path, str], reuse: bool) -> None:
+    async def _types_job(
+        self, result: CheckResult, files: dict[Path, str], reuse: bool, run_as: RunAs
+    ) -> None:
         generation = self.generation
-        plan, digests = await asyncio.to_thread(_plan_and_digest, files)
+        plan, digests = await asyncio.to_thread(_plan_and_digest, files, run_as, self.workspace)
         result.not_applicable.extend(plan.not_applicable)
         for reason, displays in plan.unavailable.items():
             skip(result, reason, displays)
@@ -229,7 +256,10 @@ class DiagnosticsService:
         async def one(group: types.TypeGroup) -> None:
             remembered = [self._memo.get(real) for real in group.files] if reuse else []
             if remembered and all(
-                m is not None and m.generation == generation and m.digest == digests.get(real)
+                m is not None
+                and m.generation == generation
+                and m.digest == digests.get(real)
+                and m.identity == run_as.key
                 for m, real in zip(remembered, group.files, strict=True)
             ):
                 for m in remembered:
@@ -244,7 +274,7 @@ class DiagnosticsService:
                 result.findings.extend(found)
                 result.ran = True
                 if self.generation == generation:
-                    self._remember(group, found, digests, generation)
+                    self._remember(group, found, digests, generation, run_as)
 
             await _guarded(result, list(group.files.values()), body)
 
@@ -256,13 +286,14 @@ class DiagnosticsService:
         found: list[Finding],
         digests: dict[Path, str],
         generation: int,
+        run_as: RunAs,
     ) -> None:
         for real, display in group.files.items():
             digest = digests.get(real)
             if digest is None:
                 continue
             mine = [f for f in found if f.diagnostic.path == display]
-            self._memo[real] = _Remembered(digest, generation, mine)
+            self._memo[real] = _Remembered(digest, generation, mine, run_as.key)
             self._memo.move_to_end(real)
         while len(self._memo) > _MEMO_FILES:
             self._memo.popitem(last=False)
@@ -275,10 +306,13 @@ class _Remembered:
     digest: str
     generation: int
     findings: list[Finding]
+    identity: tuple[bool, int | None]
 
 
-def _plan_and_digest(files: dict[Path, str]) -> tuple[types.TypePlan, dict[Path, str]]:
-    plan = types.plan_types(files)
+def _plan_and_digest(
+    files: dict[Path, str], run_as: RunAs, workspace: Path
+) -> tuple[types.TypePlan, dict[Path, str]]:
+    plan = types.plan_types(files, run_as, workspace)
     digests: dict[Path, str] = {}
     for group in plan.groups:
         for real in group.files:

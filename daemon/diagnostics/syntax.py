@@ -69,12 +69,21 @@ class SyntaxChecker:
 
     def check(self, language: str, text: str, display: str) -> list[Finding]:
         """Every syntax problem in ``text`` (LF-normalised, BOM stripped)."""
-        data = text.encode("utf-8")
+        return self.check_tree(language, text, text.encode("utf-8"), display)[0]
+
+    def check_tree(
+        self, language: str, text: str, data: bytes, display: str
+    ) -> tuple[list[Finding], tree_sitter.Tree]:
+        """:meth:`check` and the fresh tree it parsed (``data`` is ``text`` in UTF-8)."""
         tree = self.parser(language).parse(data)
         found = _tree_findings(tree.root_node, data, display)
         if language in precise.POLICIES:
-            return precise.combine(language, text, display, found)
-        return found
+            return precise.combine(language, text, display, found), tree
+        return found, tree
+
+    def reparse(self, language: str, data: bytes, old_tree: tree_sitter.Tree) -> tree_sitter.Tree:
+        """An incremental parse: ``old_tree`` must already describe the edits."""
+        return self.parser(language).parse(data, old_tree)
 
 
 def _error_nodes(root: tree_sitter.Node) -> list[tree_sitter.Node]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from airlock.daemon.diagnostics.languages import language_of
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
-from airlock.daemon.diagnostics.procs import CheckUnavailable, run_bounded
+from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
 from airlock.daemon.diagnostics.pyright_lsp import (
     NO_RULE,
     LspUnavailable,
@@ -58,6 +58,8 @@ class TypeGroup:
     config: Path | None = None
     typescript: Path | None = None
     python: Path | None = None
+    run_as: RunAs = READ_SCOPE
+    env: dict[str, str] | None = None
 
 
 @dataclass
@@ -119,13 +121,51 @@ def _project_python(root: Path) -> Path | None:
     return None
 
 
-def plan_types(files: Mapping[Path, str]) -> TypePlan:
-    """Group ``files`` (real -> display) by checker and project. Blocking: run in a thread."""
+def checker_env(run_as: RunAs, workspace: Path | None) -> dict[str, str]:
+    """The environment of a type checker: in read scope, PATH without any folder of the
+    workspace, so a checker looking up ``python`` or ``node`` cannot find the agent's."""
+    env = run_as.env()
+    if not run_as.workspace_code and workspace is not None:
+        kept = [
+            entry
+            for entry in env.get("PATH", os.defpath).split(os.pathsep)
+            if entry and os.path.isabs(entry) and not _inside(Path(entry), workspace)
+        ]
+        env["PATH"] = os.pathsep.join(kept)
+    return env
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return True
+    return resolved == folder or folder in resolved.parents
+
+
+def _trusted_python(env: Mapping[str, str]) -> Path:
+    """An interpreter outside the workspace: ``python3`` on the (sanitised) PATH, else ours."""
+    found = shutil.which("python3", path=env.get("PATH", ""))
+    return Path(found) if found else Path(sys.executable)
+
+
+def plan_types(
+    files: Mapping[Path, str], run_as: RunAs = READ_SCOPE, workspace: Path | None = None
+) -> TypePlan:
+    """Group ``files`` (real -> display) by checker and project. Blocking: run in a thread.
+
+    Read scope never picks a program of the workspace: no project interpreter
+    for basedpyright, no ``node_modules/typescript`` of the project.
+    """
     plan = TypePlan()
     groups: dict[tuple[str, Path, Path | None, Path | None], TypeGroup] = {}
     key: tuple[str, Path, Path | None, Path | None]
+    env = checker_env(run_as, workspace)
     pyright = basedpyright_argv()
     node = node_executable()
+    if workspace is not None and not run_as.workspace_code:
+        pyright = None if pyright is None or _inside(Path(pyright[0]), workspace) else pyright
+        node = None if node is None or _inside(Path(node), workspace) else node
     for real, display in files.items():
         if not real.is_file():
             continue
@@ -138,8 +178,11 @@ def plan_types(files: Mapping[Path, str]) -> TypePlan:
                 continue
             root = _python_root(real)
             key = ("basedpyright", root, None, None)
+            # basedpyright runs the interpreter it is given, and finds a project's .venv by
+            # itself when given none: read scope always names a trusted one.
+            python = _project_python(root) if run_as.workspace_code else _trusted_python(env)
             group = groups.setdefault(
-                key, TypeGroup("basedpyright", root, python=_project_python(root))
+                key, TypeGroup("basedpyright", root, python=python, run_as=run_as, env=env)
             )
             group.config = root / "pyrightconfig.json" if _has_pyright_config(root) else None
             group.files[real] = display
@@ -151,7 +194,21 @@ def plan_types(files: Mapping[Path, str]) -> TypePlan:
             if node is None:
                 plan.unavailable.setdefault("node is not installed", []).append(display)
                 continue
-            typescript = find_typescript(real, node)
+            typescript = find_typescript(real, node, project=run_as.workspace_code)
+            if typescript is not None and workspace is not None and not run_as.workspace_code:
+                typescript = None if _inside(typescript, workspace) else typescript
+            if (
+                typescript is None
+                and not run_as.workspace_code
+                and find_typescript(real, node, project=True) is not None
+            ):
+                plan.unavailable.setdefault(
+                    "read scope runs no program of the workspace (its node_modules/typescript "
+                    f"included) and no pinned typescript is set ({TYPESCRIPT_ENV}); use a "
+                    "write-scope token or pin one",
+                    [],
+                ).append(display)
+                continue
             if typescript is None:
                 plan.unavailable.setdefault(
                     "typescript is not installed (npm install --save-dev typescript, or set "
@@ -162,7 +219,10 @@ def plan_types(files: Mapping[Path, str]) -> TypePlan:
             cwd = config.parent if config is not None else real.parent
             key = ("typescript", cwd, config, typescript)
             group = groups.setdefault(
-                key, TypeGroup("typescript", cwd, config=config, typescript=typescript)
+                key,
+                TypeGroup(
+                    "typescript", cwd, config=config, typescript=typescript, run_as=run_as, env=env
+                ),
             )
             group.files[real] = display
         else:
@@ -191,10 +251,16 @@ async def run_group(group: TypeGroup, timeout_s: float, checkers: Checkers) -> l
         cli = basedpyright_argv()
         if cli is None:
             raise CheckUnavailable("basedpyright is not installed (pip install basedpyright)")
-        if checkers.pyright_server:
+        if checkers.pyright_server and group.run_as.workspace_code:
             try:
                 return await checkers.pyright.check(
-                    cli, group.cwd, group.python, group.files, group.config is None, timeout_s
+                    cli,
+                    group.cwd,
+                    group.python,
+                    group.files,
+                    group.config is None,
+                    timeout_s,
+                    run_as=group.run_as,
                 )
             except LspUnavailable:
                 pass  # the CLI below gives the same answer, only slower
@@ -212,7 +278,9 @@ async def _run_pyright(group: TypeGroup, timeout_s: float) -> list[Finding]:
     if group.python is not None:
         argv += ["--pythonpath", str(group.python)]
     argv += [str(f) for f in group.files]
-    done = await run_bounded(argv, cwd=group.cwd, timeout_s=timeout_s)
+    done = await run_bounded(
+        argv, cwd=group.cwd, timeout_s=timeout_s, env=group.env, run_as=group.run_as
+    )
     try:
         report: dict[str, Any] = json.loads(done.stdout)
     except ValueError:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
-from airlock.daemon.diagnostics.procs import CheckUnavailable
+from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs
 from airlock.daemon.diagnostics.worker_client import WorkerClient
 
 if TYPE_CHECKING:
@@ -134,9 +134,10 @@ def _is_typescript(folder: Path) -> bool:
     return (folder / "lib" / "typescript.js").is_file()
 
 
-def find_typescript(path: Path, node: str | None) -> Path | None:
-    """The project's own ``node_modules/typescript``, else the pinned one, else global."""
-    for folder in (path.parent, *path.parent.parents):
+def find_typescript(path: Path, node: str | None, *, project: bool = True) -> Path | None:
+    """The project's own ``node_modules/typescript`` (``project``: write scope only), else
+    the pinned one, else the global one."""
+    for folder in (path.parent, *path.parent.parents) if project else ():
         candidate = folder / "node_modules" / "typescript"
         if _is_typescript(candidate):
             return candidate
@@ -156,18 +157,26 @@ class TypeScriptCheckers:
     """One persistent checker per (node, typescript install); owned by the service."""
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[str, str], WorkerClient] = {}
+        self._clients: dict[tuple[str, str, tuple[bool, int | None]], WorkerClient] = {}
 
-    def client(self, node: str, typescript: Path) -> WorkerClient:
-        key = (node, str(typescript))
+    def client(
+        self,
+        node: str,
+        typescript: Path,
+        run_as: RunAs = READ_SCOPE,
+        env: dict[str, str] | None = None,
+    ) -> WorkerClient:
+        key = (node, str(typescript), run_as.key)
         existing = self._clients.get(key)
         if existing is not None:
             return existing
 
         def command() -> tuple[list[str], dict[str, str]]:
-            return [node, "-e", _TS_SERVER, str(typescript)], dict(os.environ)
+            return [node, "-e", _TS_SERVER, str(typescript)], dict(env or run_as.env())
 
-        created = WorkerClient(command, name=f"the TypeScript checker ({typescript})")
+        created = WorkerClient(
+            command, name=f"the TypeScript checker ({typescript})", run_as=run_as
+        )
         self._clients[key] = created
         return created
 
@@ -183,7 +192,7 @@ async def run_typescript(
     node = node_executable()
     if node is None or group.typescript is None:
         raise CheckUnavailable("node or typescript is not installed")
-    answer = await checkers.client(node, group.typescript).request(
+    answer = await checkers.client(node, group.typescript, group.run_as, group.env).request(
         {
             "config": str(group.config) if group.config else None,
             "files": [str(f) for f in group.files],

@@ -21,13 +21,16 @@ import hashlib
 import json
 import os
 import select
+import stat
 import sys
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from airlock.daemon.diagnostics import incremental, linediff, precise
+from airlock.daemon.diagnostics.incremental import SyntaxState, Version
 from airlock.daemon.diagnostics.languages import language_of, shebang_language
 from airlock.daemon.diagnostics.model import Finding
 from airlock.daemon.diagnostics.syntax import (
@@ -35,10 +38,14 @@ from airlock.daemon.diagnostics.syntax import (
     GrammarUnavailable,
     SyntaxChecker,
 )
-from airlock.daemon.diagnostics.whitespace import check_whitespace
+from airlock.daemon.diagnostics.whitespace import WhitespaceState, check_lines, recheck_lines
 from airlock.daemon.errors import BinaryFile
 from airlock.daemon.text import decode
 
+_VERSIONS_KEPT = 16
+"""Files whose last version (text, trees) is kept for incremental re-checks."""
+_VERSION_MAX_CHARS = 16 * 1024 * 1024
+"""Larger files are not kept (16 of them would cost gigabytes): checked in full each time."""
 _ANSWERS_KEPT = 64
 """Answers remembered by (file, checks, content hash): syntax and whitespace depend on
 the bytes alone, so the baseline of edit N+1 is edit N's result, free."""
@@ -49,26 +56,31 @@ def _dump(findings: list[Finding]) -> list[dict[str, Any]]:
 
 
 class Worker:
-    def __init__(self) -> None:
+    def __init__(self, *, incremental: bool = True) -> None:
         self.syntax = SyntaxChecker()
+        self.incremental = incremental
+        """False: every request is checked in full (the property test's reference)."""
         self._answers: OrderedDict[tuple[str, str, tuple[str, ...], bytes], dict[str, Any]] = (
             OrderedDict()
         )
+        self._versions: OrderedDict[tuple[str, str], _Known] = OrderedDict()
+        self.paths: Counter[str] = Counter()
+        """Which path each check took ("whitespace:incremental", "syntax:full"...): tests."""
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         path = Path(req["path"])
         display = str(req.get("display", path))
         answer: dict[str, Any] = {"id": req.get("id"), "state": "ok", "results": {}}
+        limit = int(req.get("max_bytes", 64 * 1024 * 1024))
         try:
-            with open(path, "rb") as handle:
-                data = handle.read(int(req.get("max_bytes", 64 * 1024 * 1024)) + 1)
+            data = _read_regular(path, limit + 1)
         except (FileNotFoundError, NotADirectoryError):
             return {**answer, "state": "missing"}
         except IsADirectoryError:
             return {**answer, "state": "missing", "detail": "a directory"}
         except OSError as exc:
             return {**answer, "state": "unreadable", "detail": str(exc)}
-        if len(data) > int(req.get("max_bytes", 64 * 1024 * 1024)):
+        if len(data) > limit:
             return {**answer, "state": "too_large"}
         checks = tuple(str(c) for c in req.get("checks", []))
         key = (str(path), display, checks, hashlib.sha256(data).digest())
@@ -80,32 +92,158 @@ class Worker:
             text = decode(data, path=display).text
         except BinaryFile:
             return {**answer, "state": "binary"}
+        version = Version(text, text.split("\n"))
+        known = self._versions.pop((str(path), display), None) if self.incremental else None
+        found = linediff.regions(known.version.lines, version.lines) if known else None
+        current = _Known(version)
         for check in checks:
-            answer["results"][check] = self._run(check, path, text, display)
+            answer["results"][check] = self._run(check, path, text, display, known, found, current)
+        if len(text) <= _VERSION_MAX_CHARS:  # bounded memory: huge files are checked in full
+            self._versions[(str(path), display)] = current
+        while len(self._versions) > _VERSIONS_KEPT:
+            self._versions.popitem(last=False)
         self._answers[key] = {"state": "ok", "results": answer["results"]}
         while len(self._answers) > _ANSWERS_KEPT:
             self._answers.popitem(last=False)
         return answer
 
-    def _run(self, check: str, path: Path, text: str, display: str) -> dict[str, Any]:
+    def _run(
+        self,
+        check: str,
+        path: Path,
+        text: str,
+        display: str,
+        known: _Known | None,
+        found: list[linediff.Region] | None,
+        current: _Known,
+    ) -> dict[str, Any]:
         if check == "whitespace":
             markdown = path.suffix.lower() in (".md", ".markdown")
-            return {
-                "applicable": True,
-                "findings": _dump(check_whitespace(text, display, markdown=markdown)),
-            }
+            lines = current.version.lines
+            if lines and lines[-1] == "":
+                lines = lines[:-1]
+            previous = known.whitespace if known is not None else None
+            if (
+                known is not None
+                and previous is not None
+                and found is not None
+                and previous.markdown == markdown
+            ):
+                self.paths["whitespace:incremental"] += 1
+                state = recheck_lines(previous, known.text_lines(), lines, found, display)
+            else:
+                self.paths["whitespace:full"] += 1
+                state = check_lines(lines, display, markdown=markdown)
+            current.whitespace = state
+            current._text_lines = lines
+            return {"applicable": True, "findings": _dump(state.findings)}
         if check == "syntax":
             language = language_of(path) or shebang_language(text.split("\n", 1)[0])
             if language is None or language not in SUPPORTED_LANGUAGES:
                 return {"applicable": False, "findings": []}
             try:
-                return {
-                    "applicable": True,
-                    "findings": _dump(self.syntax.check(language, text, display)),
-                }
+                findings = self._syntax(language, text, display, known, found, current)
             except GrammarUnavailable as exc:
                 return {"applicable": True, "findings": [], "error": str(exc)}
+            return {"applicable": True, "findings": _dump(findings)}
         return {"applicable": False, "findings": [], "error": f"unknown check {check!r}"}
+
+    def _syntax(
+        self,
+        language: str,
+        text: str,
+        display: str,
+        known: _Known | None,
+        found: list[linediff.Region] | None,
+        current: _Known,
+    ) -> list[Finding]:
+        version = current.version
+        before = known.version.syntax.get(language) if known is not None else None
+        if before is not None and known is not None and found is not None:
+            fast = self._fast(language, text, display, known, found, before, version)
+            if fast is not None:
+                self.paths["syntax:incremental"] += 1
+                return fast
+        self.paths["syntax:full"] += 1
+        findings, tree = self.syntax.check_tree(language, text, version.data, display)
+        state = SyntaxState(tree, findings)
+        if language == "python" and not findings:
+            state.partition = incremental.partition_of(tree)
+        version.syntax[language] = state
+        return findings
+
+    def _fast(
+        self,
+        language: str,
+        text: str,
+        display: str,
+        known: _Known,
+        found: list[linediff.Region],
+        before: SyntaxState,
+        version: Version,
+    ) -> list[Finding] | None:
+        """The full check's answer from the changed regions only, or None: check in full.
+
+        Python: the full check answers [] exactly when ``ast`` accepts the file, which
+        the changed statements decide (``python_recheck``); tree-sitter is not needed.
+        Other languages: tree-sitter re-parses incrementally; a clean tree is [] (plus
+        the exact parser's verdict where there is one).
+        """
+        if language == "python":
+            if before.partition is None:
+                return None
+            partition = incremental.python_recheck(before.partition, version.lines, found)
+            if partition is None:
+                return None
+            version.syntax[language] = SyntaxState(None, [], partition)
+            return []
+        if before.tree is None:
+            return None
+        tree = before.tree.copy()
+        if not incremental.edit_tree(tree, known.version, version, found):
+            return None
+        tree = self.syntax.reparse(language, version.data, tree)
+        if tree.root_node.has_error:
+            return None
+        findings = (
+            precise.combine(language, text, display, []) if language in precise.POLICIES else []
+        )
+        version.syntax[language] = SyntaxState(tree, findings)
+        return findings
+
+
+class _Known:
+    """A file's last version and each check's state for it."""
+
+    def __init__(self, version: Version) -> None:
+        self.version = version
+        self.whitespace: WhitespaceState | None = None
+        self._text_lines: list[str] | None = None
+
+    def text_lines(self) -> list[str]:
+        if self._text_lines is None:
+            lines = self.version.lines
+            self._text_lines = lines[:-1] if lines and lines[-1] == "" else lines
+        return self._text_lines
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """Regular files only, never blocking on a FIFO, never through a final symlink."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks: list[bytes] = []
+        remaining = limit
+        while remaining > 0 and (chunk := os.read(fd, min(remaining, 1 << 20))):
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 IDLE_EXIT_S = 600.0

@@ -22,7 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics.procs import CheckTimeout, Spawned, kill_group, spawn
+from airlock.daemon.diagnostics.procs import (
+    READ_SCOPE,
+    CheckTimeout,
+    RunAs,
+    Spawned,
+    kill_group,
+    spawn,
+)
 
 
 def _python_path() -> str:
@@ -99,9 +106,11 @@ class WorkerClient:
         self,
         command: Callable[[], tuple[list[str], dict[str, str]]] = python_worker_command,
         name: str = "the diagnostics worker",
+        run_as: RunAs = READ_SCOPE,
     ) -> None:
         self._command = command
         self.name = name
+        self.run_as = run_as
         self._channel: _Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
@@ -151,7 +160,7 @@ class WorkerClient:
             if self._channel is not None and self._channel.alive:
                 return self._channel
             argv, env = self._command()
-            spawned = await spawn(argv, cwd="/", env=env)
+            spawned = await spawn(argv, cwd="/", env=env, run_as=self.run_as)
             self._channel = _Channel(spawned, self._live)
             return self._channel
 

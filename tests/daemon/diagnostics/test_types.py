@@ -192,11 +192,11 @@ async def test_language_server_sees_changes_made_behind_its_back(ws_dir: Path) -
     svc.checkers.pyright.wait_for_start = True
     main = [ResolvedPath(ws_dir / "main.py", ws_dir, "main.py")]
     try:
-        clean = await svc.run(main, ["types"])
+        clean = await svc.run(main, ["types"], scope="write")
         assert clean.diagnostics == [] and clean.checks_run == ["types"]
         assert svc.checkers.pyright.ready_roots() == [ws_dir]
         (ws_dir / "dep.py").write_text('def g() -> str:\n    return "1"\n')
-        broken = await svc.run(main, ["types"])
+        broken = await svc.run(main, ["types"], scope="write")
         assert [(d.line, d.code) for d in broken.diagnostics] == [(3, "reportAssignmentType")]
     finally:
         await svc.aclose()
@@ -216,7 +216,7 @@ async def test_cli_and_language_server_agree(ws_dir: Path) -> None:
     cli = DiagnosticsService(ws_dir, timeout_s=60)
     cli.checkers.pyright_server = False
     try:
-        via_server = await server.run(target, ["types"])
+        via_server = await server.run(target, ["types"], scope="write")
         assert server.checkers.pyright.ready_roots() == [ws_dir]
         via_cli = await cli.run(target, ["types"])
         assert cli.checkers.pyright.ready_roots() == []

@@ -1,0 +1,114 @@
+"""How airlockd's latency grows with concurrent connections: 10 / 100 / 1,000.
+
+A real airlockd subprocess on its Unix socket; N clients, each on its own
+keep-alive connection, read a 4 KiB file in a loop (``file_read``) while one
+more client polls ``/v1/health``. Per N: p50 and p99 of ``file_read``,
+p99 of health, and errors (a connection cap answers 503). The cost per unit
+is the p50 divided by N: with one event loop, requests queue, so p50 grows
+linearly with N by design (see docs/performance.md).
+``BENCH_SCALE=small``: 10 / 100.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from bench import report
+from tests.fakes.daemon_harness import running_daemon
+
+REQUESTS = 2000
+
+
+async def one_level(socket: Path, clients: int) -> tuple[list[float], list[float], int]:
+    per_client = max(2, REQUESTS // clients)
+    reads: list[float] = []
+    health: list[float] = []
+    errors = 0
+    done = asyncio.Event()
+
+    async def client() -> None:
+        nonlocal errors
+        connector = aiohttp.UnixConnector(path=str(socket), limit=1)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            for _ in range(per_client):
+                started = time.perf_counter()
+                try:
+                    async with http.post(
+                        "http://airlockd/v1/tools/file_read", json={"path": "page.txt"}
+                    ) as resp:
+                        await resp.read()
+                        ok = resp.status == 200
+                except aiohttp.ClientError:
+                    ok = False
+                if ok:
+                    reads.append((time.perf_counter() - started) * 1000)
+                else:
+                    errors += 1
+
+    async def poll_health() -> None:
+        connector = aiohttp.UnixConnector(path=str(socket), limit=1)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            while not done.is_set():
+                started = time.perf_counter()
+                async with http.get("http://airlockd/v1/health") as resp:
+                    await resp.read()
+                health.append((time.perf_counter() - started) * 1000)
+                await asyncio.sleep(0.01)
+
+    poller = asyncio.create_task(poll_health())
+    await asyncio.gather(*(client() for _ in range(clients)))
+    done.set()
+    await poller
+    return reads, health, errors
+
+
+async def run() -> None:
+    levels = report.steps([10, 100, 1000], [10, 100])
+    base = Path(tempfile.mkdtemp(prefix="al-bsd-"))
+    ws = base / "ws"
+    ws.mkdir()
+    (ws / "page.txt").write_text(("x" * 63 + "\n") * 64)
+    rows: list[list[object]] = []
+    p50s: list[float] = []
+    try:
+        async with running_daemon(ws) as daemon:
+            await one_level(daemon.socket, 10)  # warm-up
+            for level in levels:
+                reads, health, errors = await one_level(daemon.socket, level)
+                p50 = report.percentile(reads, 50)
+                p50s.append(p50)
+                rows.append(
+                    [
+                        level,
+                        len(reads),
+                        p50,
+                        report.percentile(reads, 99),
+                        report.percentile(health, 99),
+                        errors,
+                    ]
+                )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print("file_read of 4 KiB under N concurrent keep-alive connections (ms)")
+    print(
+        report.table(
+            ["connections", "reads", "p50", "p99", "health p99", "errors"],
+            rows,
+            title="daemon connections",
+        )
+    )
+    print(report.scaling_table("file_read p50 by connections", "connections", levels, p50s))
+
+
+def main() -> None:
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
