@@ -11,6 +11,7 @@ would decode it (chunked framing, Content-Encoding, HPACK).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import base64
 import gzip
 import socket
@@ -248,10 +249,9 @@ def parse_h1(raw: bytes) -> H1Response:
     else:
         data = rest
     enc = next((v for k, v in headers if k.lower() == "content-encoding"), "")
-    try:
+    # A broken encoding leaves the bytes as they are (the raw bytes are grepped too).
+    with contextlib.suppress(OSError, EOFError, zlib.error, brotli.error, zstandard.ZstdError):
         data = decode_body(data, enc)
-    except (OSError, EOFError, zlib.error, brotli.error, zstandard.ZstdError):
-        pass  # a broken encoding: grep the raw bytes (already in .raw)
     return H1Response(raw, interim, status, head, headers, data, trailers, complete)
 
 
