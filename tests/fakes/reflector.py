@@ -163,7 +163,9 @@ class Reflector:
                 head.append(b"Connection: close")
             writer.write(b"\r\n".join(head) + b"\r\n\r\n")
             for piece in chunks:
-                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if framing == "chunked" else piece)
+                writer.write(
+                    b"%x\r\n%s\r\n" % (len(piece), piece) if framing == "chunked" else piece
+                )
                 await writer.drain()
             if framing == "chunked":
                 writer.write(b"0\r\n\r\n")
@@ -210,7 +212,7 @@ class Reflector:
         if route == "/early":
             body = b"final " + value
             writer.write(
-                b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload; x=\"%s\"\r\n\r\n" % value
+                b'HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload; x="%s"\r\n\r\n' % value
             )
             await writer.drain()
             await asyncio.sleep(0.05)

@@ -11,8 +11,8 @@ would decode it (chunked framing, Content-Encoding, HPACK).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import base64
+import contextlib
 import gzip
 import socket
 import ssl
