@@ -23,6 +23,7 @@ stream started is scrubbed from then on.
 from __future__ import annotations
 
 import base64
+import re
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
@@ -82,6 +83,23 @@ def scrub(data: bytes, pairs: Mapping[bytes, bytes]) -> bytes:
     if not pairs or not data:
         return data
     return _apply(data, _ordered(pairs))
+
+
+def _literal(value: bytes) -> Callable[[re.Match[bytes]], bytes]:
+    return lambda _match: value
+
+
+def scrub_name(name: bytes, pairs: Mapping[bytes, bytes]) -> bytes:
+    """:func:`scrub` for header names, which are case-insensitive: HTTP/2
+    lower-cases them, so a token reflected into a name is matched in any case."""
+    if not pairs or not name:
+        return name
+    lowered = name.lower()
+    for real, placeholder in _ordered(pairs):
+        if real.lower() in lowered:
+            name = re.compile(re.escape(real), re.I).sub(_literal(placeholder), name)
+            lowered = name.lower()
+    return name
 
 
 def scrub_str(value: str, pairs: Mapping[bytes, bytes]) -> str:

@@ -40,6 +40,7 @@ from airlock.proxy.scrubber import (
     StreamScrubber,
     parse_codings,
     scrub,
+    scrub_name,
     supported,
 )
 
@@ -61,7 +62,7 @@ def _scrub_fields(
     fields: tuple[tuple[bytes, bytes], ...], pairs: Mapping[bytes, bytes]
 ) -> tuple[tuple[bytes, bytes], ...] | None:
     """Scrubbed header fields, or None when nothing changed."""
-    out = tuple((scrub(n, pairs), scrub(v, pairs)) for n, v in fields)
+    out = tuple((scrub_name(n, pairs), scrub(v, pairs)) for n, v in fields)
     return out if out != fields else None
 
 
