@@ -19,8 +19,9 @@ their raw, Basic and base64 forms, mapped back to what the sandbox sent):
 - WebSocket messages (``websocket_message``) and control frames (close
   reason, ping, pong: see :mod:`airlock.proxy.addons.upgrade`).
 
-A 101 answer that does not set up a WebSocket is refused (502): mitmproxy would
-otherwise relay the connection as raw TCP, where nothing is scrubbed.
+A 101 answer that does not set up a WebSocket is refused (502), on every host
+the HTTP layer sees: mitmproxy would otherwise relay the connection as raw TCP,
+where nothing is scrubbed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.http1 import expected_http_body_size
 from mitmproxy.utils import human
 
-from airlock.proxy.addons import errors, upgrade
+from airlock.proxy.addons import errors, logscrub, upgrade
 from airlock.proxy.context import REFUSED, ProxyContext
 from airlock.proxy.scrubber import (
     ChainDecoder,
@@ -111,6 +112,7 @@ class Scrub:
     def __init__(self, ctx: ProxyContext) -> None:
         self.ctx = ctx
         errors.install()
+        logscrub.install()
         upgrade.install(self._client_pairs)
 
     def _client_pairs(self, client_id: str) -> Mapping[bytes, bytes] | None:
@@ -195,6 +197,14 @@ class Scrub:
             # Our own answer: nothing of upstream's (e.g. its trailers) rides along.
             response.trailers = None
             return
+        if response.status_code == 101 and flow.websocket is None:
+            self._replace(
+                flow,
+                502,
+                "upgrade_refused",
+                "only WebSocket upgrades are relayed; use plain HTTP requests or a WebSocket",
+            )
+            return
         pairs = self._pairs(flow)
         if pairs is None:
             return
@@ -202,15 +212,6 @@ class Scrub:
             fields = _scrub_fields(response.trailers.fields, pairs)
             if fields is not None:
                 response.trailers.fields = fields
-        if response.status_code == 101 and flow.websocket is None:
-            self._replace(
-                flow,
-                502,
-                "upgrade_refused",
-                "only WebSocket upgrades are relayed on intercepted hosts; "
-                "use plain HTTP requests or a WebSocket",
-            )
-            return
         if response.stream:
             return  # already scrubbed chunk by chunk
         if response.raw_content is None:

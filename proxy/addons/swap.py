@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from mitmproxy import http
 from mitmproxy.net.http import url
 
+from airlock.proxy.addons import logscrub
 from airlock.proxy.audit import audit_path_of
 from airlock.proxy.context import ProxyContext, refused
 from airlock.proxy.protocol import LeaseRule, normalize_host
@@ -193,10 +194,12 @@ class Swap:
                 continue
             flow.request.headers[c.header] = render(rule)
             # Scrub map first: the swapped request must not leave before it.
-            for real, shown in token_forms(
+            forms = token_forms(
                 rule.replace.token, c.placeholder, [rule.replace.username, *c.users]
-            ).items():
+            )
+            for real, shown in forms.items():
                 state.scrub.setdefault(real, shown)
+            logscrub.remember(forms)
             self.ctx.metrics.swaps.labels(host=host).inc()
             self.ctx.audit.write(
                 "swap",

@@ -7,8 +7,11 @@ leaves through, ``WebsocketConnection.send2``: a Ping, Pong or CloseConnection
 bound for a client connection has its payload or reason scrubbed with that
 connection's live scrub map (and cut to what a control frame can carry).
 
-The 101 side of upgrades (only WebSocket upgrades are relayed on intercepted
-hosts) is decided in :class:`airlock.proxy.addons.scrub.Scrub`.
+Upgrades: mitmproxy's HTTP/1 client turns any 101 into a raw pipe, and the
+HTTP layer then relays it as raw TCP, where nothing is scrubbed. ``install``
+narrows the pipe to WebSocket upgrades (and CONNECT); any other 101 is answered
+with airlock's 502 ``upgrade_refused`` by :class:`airlock.proxy.addons.scrub.Scrub`
+and whatever the upstream sends after it is never parsed as part of the flow.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import wsproto.events
-from mitmproxy import connection
+from mitmproxy import connection, http
 from mitmproxy.proxy import commands
 from mitmproxy.proxy.layers import websocket
+from mitmproxy.proxy.layers.http import _http1
 
 from airlock.proxy.scrubber import scrub
 
@@ -57,8 +61,25 @@ def _send2(self: websocket.WebsocketConnection, event: wsproto.events.Event) -> 
     return _original_send2(self, event)
 
 
+def is_websocket_upgrade(request: http.Request, response: http.Response) -> bool:
+    return (
+        response.status_code == 101
+        and response.headers.get("upgrade", "").strip().lower() == "websocket"
+        and "websocket" in request.headers.get("upgrade", "").lower()
+    )
+
+
+def should_make_pipe(request: http.Request, response: http.Response) -> bool:
+    """mitmproxy's rule, narrowed: a 101 pipes only for a WebSocket upgrade."""
+    if response.status_code == 101:
+        return is_websocket_upgrade(request, response)
+    return response.status_code == 200 and request.method.upper() == "CONNECT"
+
+
 def install(pairs_for: PairsFor) -> None:
-    """Scrub control frames to clients with ``pairs_for(client_id)`` (process-wide)."""
+    """Scrub control frames to clients with ``pairs_for(client_id)``, and pipe
+    101s for WebSockets only (process-wide)."""
     global _pairs_for
     _pairs_for = pairs_for
     websocket.WebsocketConnection.send2 = _send2  # type: ignore[method-assign]
+    _http1.should_make_pipe = should_make_pipe

@@ -15,7 +15,7 @@ test asks for. The reflected value is the request's ``Authorization`` header
 - ``/trailers`` [``size``]: a chunked (HTTP/1) or HTTP/2 body with the value
   in a trailer;
 - ``/malformed`` and ``/malformed-status``: a response head mitmproxy cannot
-  parse, quoting the value;
+  parse, quoting the value (HTTP/2: an invalid header name carrying it);
 - ``/upgrade``: ``101`` to a non-WebSocket protocol, then raw bytes with the value;
 - ``/ws``: a WebSocket that sends the value in a text message, split across
   the fragments of a binary message, in a ping, in a pong, and as close reason;
@@ -266,7 +266,9 @@ class Reflector:
 
     async def _h2(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h2.connection.H2Connection(
-            h2.config.H2Configuration(client_side=False, header_encoding="latin-1")
+            h2.config.H2Configuration(
+                client_side=False, header_encoding="latin-1", validate_outbound_headers=False
+            )
         )
         conn.initiate_connection()
         writer.write(conn.data_to_send())
@@ -353,6 +355,9 @@ class Reflector:
             chunks = body_chunks(b"-", size, 65536)
             headers.append((b"trailer", b"x-reflect"))
             trailers = [(b"x-reflect", value)]
+        elif route == "/malformed":
+            token = value.split()[-1] if value else b"none"
+            headers.append((b"x-bad " + token, value))  # a space: not a header name
         elif route == "/early":
             conn.send_headers(sid, [(b":status", b"103"), (b"link", b"</s.css>; x=" + value)])
             writer.write(conn.data_to_send())

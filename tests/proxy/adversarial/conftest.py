@@ -264,9 +264,11 @@ def h1_get(
     host_header: str | None = None,
     target: str | None = None,
     raw_request: bytes | None = None,
+    timeout: float = 30,
 ) -> H1Response:
-    """One HTTP/1.1 request with the lease's placeholder; reads until the proxy closes."""
-    sock = open_tunnel(lease, host)
+    """One HTTP/1.1 request with the lease's placeholder; reads until the proxy
+    closes (or ``timeout`` passes without a byte)."""
+    sock = open_tunnel(lease, host, timeout=timeout)
     with sock:
         if raw_request is None:
             lines = [
