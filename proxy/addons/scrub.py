@@ -33,7 +33,7 @@ from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.http1 import expected_http_body_size
 from mitmproxy.utils import human
 
-from airlock.proxy.addons import errors, logscrub, upgrade
+from airlock.proxy.addons import early_hints, errors, logscrub, upgrade
 from airlock.proxy.context import REFUSED, ProxyContext
 from airlock.proxy.scrubber import (
     ChainDecoder,
@@ -114,6 +114,7 @@ class Scrub:
         errors.install()
         logscrub.install()
         upgrade.install(self._client_pairs)
+        early_hints.install(self._client_pairs)
 
     def _client_pairs(self, client_id: str) -> Mapping[bytes, bytes] | None:
         state = self.ctx.connections.get(client_id)
