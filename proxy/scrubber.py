@@ -11,7 +11,9 @@ streamed bodies, WebSocket messages and control frames.
   larger base64 text).
 - :func:`scrub` replaces every form in one buffer (longest form first).
 - :class:`StreamScrubber` does the same over a stream of chunks, holding back
-  ``len(longest form) - 1`` bytes so a token split across chunks is caught,
+  ``len(longest form) - 1`` bytes so a token split across chunks is caught
+  (and cutting only between occurrences, so a stream is rewritten exactly as
+  the whole body would be),
   after decoding the stream's content encodings (gzip, deflate, br, zstd) with
   bounded, incremental decoders: compression cannot hide a token, and a body
   is never buffered whole.
@@ -304,11 +306,32 @@ class StreamScrubber:
         self._refresh()
         if self.tail:
             data = self.tail + data
-        data = _apply(data, self._ordered)
         keep = self._keep
         if len(data) <= keep:
             self.tail = data
             return []
-        cut = len(data) - keep
+        cut = self._safe_cut(data, len(data) - keep)
         self.tail = data[cut:]
-        return [data[:cut]]
+        out = _apply(data[:cut], self._ordered)
+        return [out] if out else []
+
+    def _safe_cut(self, data: bytes, cut: int) -> int:
+        """Move ``cut`` past every form occurrence that straddles it.
+
+        Any occurrence starting before ``len(data) - keep`` lies wholly inside
+        ``data``, so the emitted part is replaced exactly as the whole body
+        would be, and the held-back tail (kept unreplaced) holds only forms
+        that start in it.
+        """
+        moved = True
+        while moved:
+            moved = False
+            for needle, _ in self._ordered:
+                n = len(needle)
+                i = data.find(needle, max(0, cut - n + 1), cut + n - 1)
+                while i != -1 and i < cut:
+                    if i + n > cut:
+                        cut = i + n
+                        moved = True
+                    i = data.find(needle, i + 1, cut + n - 1)
+        return cut
