@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from mitmproxy import http
+from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.test import taddons, tflow
 
 from airlock.proxy.audit import AuditLog
@@ -41,8 +42,8 @@ def ctx(tmp_path: Path) -> Iterator[ProxyContext]:
         egress=Egress(config),
         expiry=ExpiryWatcher(store, audit),
     )
-    with taddons.context() as tctx:
-        tctx.options.update(stream_large_bodies="4m")  # type: ignore[no-untyped-call]
+    with taddons.context(Proxyserver()) as tctx:  # type: ignore[no-untyped-call]
+        tctx.configure(tctx.master.addons.get("proxyserver"), stream_large_bodies="4m")
         yield context
     audit.close()
 
@@ -54,7 +55,7 @@ def intercepted_flow(
     from airlock.proxy.scrubber import token_forms
 
     flow = tflow.tflow(resp=True)
-    flow.client_conn.tls_established = True
+    flow.client_conn.timestamp_tls_setup = 1.0
     flow.request.scheme = "https"
     flow.request.host = host
     flow.request.port = 443
