@@ -8,8 +8,10 @@ reflects a swapped header into a broken response would hand the real token to
 the sandbox through that page.
 
 :func:`install` replaces the two renderers mitmproxy uses (HTTP/1 and HTTP/2)
-with one that answers airlock's JSON error envelope chosen by status code
-only: the message mitmproxy passes in is never used.
+with one that answers airlock's JSON error envelope, chosen by the status code
+and, for a 502, a few marker words in mitmproxy's message (certificate, TLS,
+connect...), so the sandbox still learns what to fix. The message itself is
+never sent.
 """
 
 from __future__ import annotations
@@ -36,27 +38,61 @@ _ERRORS: dict[int, tuple[str, str]] = {
 }
 _FALLBACK = ("proxy_error", "the proxy could not complete the request; retry")
 
+# A 502's cause, told apart by marker words in mitmproxy's message (first match
+# wins). Only this fixed text is ever sent; the message itself never is. Parse
+# errors come first: their messages quote upstream bytes, which might contain
+# any of the later markers.
+_UPSTREAM_CAUSES: tuple[tuple[tuple[str, ...], tuple[str, str]], ...] = (
+    (("parse", "bad http", "protocol error", "invalid", "malformed", "unexpected"), _ERRORS[502]),
+    (
+        ("certificate",),
+        (
+            "upstream_tls_error",
+            "the upstream's TLS certificate could not be verified; the host may be "
+            "impersonated, or its CA must be added with --upstream-ca",
+        ),
+    ),
+    (
+        ("tls", "ssl", "handshake"),
+        ("upstream_tls_error", "TLS with the upstream failed; check the host speaks https"),
+    ),
+    (
+        ("connect", "refused", "unreachable", "resolve", "timed out", "timeout"),
+        ("upstream_unreachable", "the upstream could not be reached; retry later"),
+    ),
+)
 
-def error_body(status_code: int) -> bytes:
-    """The JSON envelope for ``status_code``; never carries upstream bytes."""
-    code, message = _ERRORS.get(status_code, _FALLBACK)
-    return json.dumps({"error": {"code": code, "message": message}}).encode()
+
+def classify(status_code: int, message: str = "") -> tuple[str, str]:
+    """(code, message) for an error page: from the status and marker words only."""
+    if status_code == 502:
+        lowered = message.lower()
+        for markers, answer in _UPSTREAM_CAUSES:
+            if any(m in lowered for m in markers):
+                return answer
+    return _ERRORS.get(status_code, _FALLBACK)
+
+
+def error_body(status_code: int, message: str = "") -> bytes:
+    """The JSON envelope for ``status_code``; never carries ``message`` itself."""
+    code, text = classify(status_code, message)
+    return json.dumps({"error": {"code": code, "message": text}}).encode()
 
 
 def format_error(status_code: int, message: str = "") -> bytes:
-    """Drop-in for mitmproxy's ``format_error``: ``message`` is ignored on purpose."""
-    return error_body(status_code)
+    """Drop-in for mitmproxy's ``format_error``: ``message`` is never quoted."""
+    return error_body(status_code, message)
 
 
 def make_error_response(status_code: int, message: str = "") -> bytes:
-    """Drop-in for mitmproxy's HTTP/1 ``make_error_response`` (``message`` ignored)."""
+    """Drop-in for mitmproxy's HTTP/1 ``make_error_response`` (``message`` never quoted)."""
     response = http.Response.make(
         status_code,
-        error_body(status_code),
+        error_body(status_code, message),
         http.Headers(
             Connection="close",
             Content_Type="application/json",
-            X_Airlock_Refusal=_ERRORS.get(status_code, _FALLBACK)[0],
+            X_Airlock_Refusal=classify(status_code, message)[0],
         ),
     )
     raw: bytes = http1.assemble_response(response)  # type: ignore[no-untyped-call]

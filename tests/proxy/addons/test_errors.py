@@ -22,6 +22,16 @@ def test_error_pages_never_quote_the_message() -> None:
     assert json.loads(errors.format_error(599, message))["error"]["code"] == "proxy_error"
 
 
+def test_502_causes_are_told_apart_without_quoting() -> None:
+    cert = json.loads(errors.format_error(502, f"Certificate verify failed: {REAL}"))["error"]
+    assert cert["code"] == "upstream_tls_error" and "certificate" in cert["message"]
+    down = json.loads(errors.format_error(502, "Connection refused"))["error"]
+    assert down["code"] == "upstream_unreachable"
+    # A malformed response quoting "certificate" is still a malformed response.
+    bad = errors.format_error(502, f"Bad HTTP response line: b'certificate {REAL}'")
+    assert json.loads(bad)["error"]["code"] == "upstream_error" and REAL.encode() not in bad
+
+
 def test_install_points_mitmproxy_at_airlock_pages() -> None:
     errors.install()
     assert _http1.make_error_response is errors.make_error_response  # type: ignore[attr-defined]

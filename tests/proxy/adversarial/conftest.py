@@ -19,7 +19,6 @@ import ssl
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import brotli  # type: ignore[import-untyped]
@@ -374,8 +373,3 @@ def h2_get(
 
 def audit_reasons(proxy: ProxyProcess) -> list[str]:
     return [str(e.get("reason")) for e in proxy.audit_events() if e["event"] == "refusal"]
-
-
-@pytest.fixture
-def short_tmp(tmp_path: Path) -> Path:
-    return tmp_path
