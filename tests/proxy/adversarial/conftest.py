@@ -18,7 +18,7 @@ import socket
 import ssl
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import brotli  # type: ignore[import-untyped]
@@ -32,7 +32,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.reflector import Reflector, reflector
 from tests.fakes.tls import TestCA
-from tests.proxy.helpers import api_rule, placeholder, real_token
+from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
 
 HOSTS = ["api.github.com", "github.com"]
 BUFFER_LIMIT = 4 * 1024 * 1024
@@ -70,7 +70,30 @@ class Lease:
     session: SessionInfo
     placeholder: str
     real: str
-    used: list[str] = field(default_factory=list)
+    basic: bool = False  # git's form: Basic base64(x-access-token:<placeholder>)
+
+    @property
+    def authorization(self) -> str:
+        """What the sandbox sends."""
+        if self.basic:
+            raw = f"x-access-token:{self.placeholder}".encode()
+            return "Basic " + base64.b64encode(raw).decode()
+        return f"token {self.placeholder}"
+
+    @property
+    def reflected(self) -> str:
+        """What the upstream receives (and reflects)."""
+        if self.basic:
+            return "Basic " + base64.b64encode(f"x-access-token:{self.real}".encode()).decode()
+        return f"Bearer {self.real}"
+
+    @property
+    def scrubbed(self) -> str:
+        """What the sandbox reads back in place of :attr:`reflected`."""
+        if self.basic:
+            raw = f"x-access-token:{self.placeholder}".encode()
+            return "Basic " + base64.b64encode(raw).decode()
+        return f"Bearer {self.placeholder}"
 
     @property
     def credentials(self) -> tuple[str, str]:
@@ -98,6 +121,23 @@ def lease(proxy: ProxyProcess) -> Lease:
                 ttl_s=3600,
             )
         return Lease(proxy, session, ph, real)
+
+    return asyncio.run(make())
+
+
+@pytest.fixture(scope="module")
+def basic_lease(proxy: ProxyProcess) -> Lease:
+    """A session whose placeholder travels as git does: Basic, swapped on ``github.com``."""
+
+    async def make() -> Lease:
+        ph, real = placeholder(), real_token()
+        TOKENS.append(real)
+        async with proxy.client() as client:
+            session = await client.create_session(allow=HOSTS, ttl_s=3600)
+            await client.put_lease(
+                session.session_id, "git", [git_rule(ph, real, host="github.com")], ttl_s=3600
+            )
+        return Lease(proxy, session, ph, real, basic=True)
 
     return asyncio.run(make())
 
@@ -273,7 +313,7 @@ def h1_get(
             lines = [
                 f"GET {target or path} HTTP/1.1",
                 f"Host: {host_header or host}",
-                f"Authorization: token {lease.placeholder}",
+                f"Authorization: {lease.authorization}",
                 "Accept-Encoding: gzip",
                 "Connection: close",
             ]
@@ -326,7 +366,7 @@ def h2_get(
         (":scheme", "https"),
         (":authority", authority or host),
         (":path", path),
-        ("authorization", f"token {lease.placeholder}"),
+        ("authorization", lease.authorization),
         ("accept-encoding", "gzip"),
         *(extra or []),
     ]

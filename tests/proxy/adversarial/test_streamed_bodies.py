@@ -60,6 +60,21 @@ def test_http2_body_is_scrubbed(
     assert resp.body.count(f"Bearer {lease.placeholder}".encode()) >= size // 1100
 
 
+@pytest.mark.parametrize(("framing", "enc"), [("chunked", "gzip"), ("close", "identity")])
+def test_basic_form_is_scrubbed_too(
+    basic_lease: Lease, upstream: Reflector, framing: str, enc: str
+) -> None:
+    """git's Basic credential, reflected as base64(x-access-token:<real>)."""
+    path = f"/body?size={BIG}&framing={framing}&enc={enc}&chunk=65536"
+    for resp in (
+        h1_get(basic_lease, path, host="github.com"),
+        h2_get(basic_lease, path.replace("close", "chunked"), host="github.com"),
+    ):
+        assert upstream.last("/body").auth == basic_lease.reflected
+        assert leaks(resp.everything, basic_lease.real) == []
+        assert resp.body.count(basic_lease.scrubbed.encode()) >= BIG // 1100
+
+
 def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:
     assert TOKENS
     assert written_leaks(proxy, TOKENS) == []
