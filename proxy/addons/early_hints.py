@@ -4,12 +4,13 @@ mitmproxy 11's HTTP/1 client takes the first response head it reads for the
 final one: a ``103 Early Hints`` becomes the answer and the real ``200`` that
 follows is dropped as unexpected data. :func:`install` wraps
 ``Http1Client.read_headers``: an interim ``103`` head is taken off the buffer,
-relayed (headers scrubbed with the connection's scrub map) to an HTTP/1.1
-client, and reading continues with the final response. Other interim answers
-(``100``, ``102``) are dropped: mitmproxy answers ``Expect: 100-continue``
-itself. HTTP/2 clients do not get the 103 (mitmproxy has no event for an
-interim response on its HTTP/2 server side; it drops them from HTTP/2
-upstreams the same way); the final response always follows.
+relayed (headers scrubbed with the connection's scrub map) to the client,
+and reading continues with the final response. To an HTTP/1.1 client the head
+is written as is; to an HTTP/2 client it is sent as an informational HEADERS
+frame on the request's stream, through the client connection's own h2 state
+machine (mitmproxy's HTTP events have no interim response). Other interim
+answers (``100``, ``102``) are dropped: mitmproxy answers
+``Expect: 100-continue`` itself. (mitmproxy drops 1xx from HTTP/2 upstreams.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.net.http import http1
 from mitmproxy.proxy import commands, events
-from mitmproxy.proxy.layers.http import _http1
+from mitmproxy.proxy.layers.http import HttpLayer, _http1, _http2
 
 from airlock.proxy.scrubber import scrub, scrub_name
 
@@ -52,6 +53,36 @@ def render_interim(response: http.Response, pairs: Mapping[bytes, bytes] | None)
     return b"\r\n".join(head) + b"\r\n\r\n"
 
 
+_HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"upgrade", b"te"}
+
+
+def _relay(
+    self: _http1.Http1Client, interim: http.Response, pairs: Mapping[bytes, bytes] | None
+) -> Generator[commands.Command, Any, None]:
+    """Send the 103 to the client over whatever protocol it speaks."""
+    client = self.context.client
+    layer = next((x for x in reversed(self.context.layers) if isinstance(x, HttpLayer)), None)
+    server_side = layer.connections.get(client) if layer is not None else None
+    if isinstance(server_side, _http2.Http2Server):
+        fields = [
+            (scrub_name(n, pairs or {}).lower(), scrub(v, pairs or {}))
+            for n, v in interim.headers.fields
+            if n.lower() not in _HOP_BY_HOP
+        ]
+        h2_conn = server_side.h2_conn
+        try:
+            h2_conn.send_headers(self.stream_id, [(b":status", b"103"), *fields])
+        except Exception:  # a hint that cannot be sent is dropped
+            return
+        yield commands.SendData(client, h2_conn.data_to_send())
+    elif (
+        isinstance(server_side, _http1.Http1Server)
+        and self.request is not None
+        and self.request.http_version == "HTTP/1.1"
+    ):
+        yield commands.SendData(client, render_interim(interim, pairs))
+
+
 def read_headers(
     self: _http1.Http1Client, event: events.ConnectionEvent
 ) -> Generator[commands.Command, Any, None]:
@@ -64,10 +95,10 @@ def read_headers(
                 interim = http1.read_response_head([bytes(x) for x in lines])
             except ValueError:
                 continue  # an unparseable hint is dropped, never relayed
-            client = self.context.client
-            if status == 103 and client.alpn != b"h2" and self.request.http_version == "HTTP/1.1":
-                pairs = _pairs_for(client.id) if _pairs_for is not None else None
-                yield commands.SendData(client, render_interim(interim, pairs))
+            if status == 103:
+                client_id = self.context.client.id
+                pairs = _pairs_for(client_id) if _pairs_for is not None else None
+                yield from _relay(self, interim, pairs)
         if not self.buf:
             return
     yield from _original(self, event)

@@ -423,10 +423,12 @@ class Reflector:
 
 
 @contextmanager
-def reflector(ca: TestCA, *names: str) -> Iterator[Reflector]:
-    """A reflecting TLS upstream with a leaf for ``names`` from ``ca``."""
+def reflector(
+    ca: TestCA, *names: str, alpn: tuple[str, ...] = ("h2", "http/1.1")
+) -> Iterator[Reflector]:
+    """A reflecting TLS upstream with a leaf for ``names`` from ``ca``, speaking ``alpn``."""
     ctx = ca.issue(*names).server_context()
-    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    ctx.set_alpn_protocols(list(alpn))
     server = Reflector(ctx).start()
     try:
         yield server

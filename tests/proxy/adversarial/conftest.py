@@ -35,6 +35,7 @@ from tests.fakes.tls import TestCA
 from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
 
 HOSTS = ["api.github.com", "github.com"]
+H1_ONLY = "api.vercel.com"  # served by a reflector that speaks HTTP/1.1 only
 BUFFER_LIMIT = 4 * 1024 * 1024
 BIG = BUFFER_LIMIT + 512 * 1024  # past mitmproxy's buffer limit
 
@@ -51,12 +52,23 @@ def upstream(upstream_ca: TestCA) -> Iterator[Reflector]:
 
 
 @pytest.fixture(scope="module")
+def upstream_h1(upstream_ca: TestCA) -> Iterator[Reflector]:
+    """The same reflector, HTTP/1.1 only: an HTTP/2 client's requests are translated."""
+    with reflector(upstream_ca, H1_ONLY, alpn=("http/1.1",)) as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
 def proxy(
-    tmp_path_factory: pytest.TempPathFactory, upstream_ca: TestCA, upstream: Reflector
+    tmp_path_factory: pytest.TempPathFactory,
+    upstream_ca: TestCA,
+    upstream: Reflector,
+    upstream_h1: Reflector,
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("adversarial"),
-        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS],
+        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
+        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
         upstream_ca=upstream_ca.ca_path,
     ) as p:
         yield p
@@ -113,11 +125,11 @@ def lease(proxy: ProxyProcess) -> Lease:
         ph, real = placeholder(), real_token()
         TOKENS.append(real)
         async with proxy.client() as client:
-            session = await client.create_session(allow=HOSTS, ttl_s=3600)
+            session = await client.create_session(allow=[*HOSTS, H1_ONLY], ttl_s=3600)
             await client.put_lease(
                 session.session_id,
                 "l1",
-                [api_rule(ph, real), api_rule(ph, real, host="github.com")],
+                [api_rule(ph, real, host=h) for h in [*HOSTS, H1_ONLY]],
                 ttl_s=3600,
             )
         return Lease(proxy, session, ph, real)

@@ -11,7 +11,15 @@ import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
-from tests.proxy.adversarial.conftest import TOKENS, Lease, h1_get, h2_get, leaks, written_leaks
+from tests.proxy.adversarial.conftest import (
+    H1_ONLY,
+    TOKENS,
+    Lease,
+    h1_get,
+    h2_get,
+    leaks,
+    written_leaks,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,6 +40,20 @@ def test_http2_early_hints_then_final_response(lease: Lease, upstream: Reflector
     assert leaks(resp.everything, lease.real) == []
     assert resp.status == 200, resp.headers
     assert resp.body == f"final Bearer {lease.placeholder}".encode()
+
+
+def test_http1_upstream_early_hints_reach_an_http2_client(
+    lease: Lease, upstream_h1: Reflector
+) -> None:
+    """An HTTP/2 client, an HTTP/1.1 upstream (the proxy translates)."""
+    resp = h2_get(lease, "/early", host=H1_ONLY)
+    assert upstream_h1.last("/early").auth == f"Bearer {lease.real}"
+    assert not upstream_h1.last("/early").http2
+    assert leaks(resp.everything, lease.real) == []
+    assert resp.status == 200, resp.headers
+    assert resp.body == f"final Bearer {lease.placeholder}".encode()
+    assert [dict(h).get(b":status") for h in resp.informational] == [b"103"]
+    assert f"Bearer {lease.placeholder}".encode() in dict(resp.informational[0])[b"link"]
 
 
 def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:
