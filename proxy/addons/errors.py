@@ -11,16 +11,22 @@ the sandbox through that page.
 with one that answers airlock's JSON error envelope, chosen by the status code
 and, for a 502, a few marker words in mitmproxy's message (certificate, TLS,
 connect...), so the sandbox still learns what to fix. The message itself is
-never sent.
+never sent. For HTTP/2 clients the server side class is replaced too
+(:class:`Http2Server`), so the headers are airlock's as well.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
+from typing import Any
 
+import mitmproxy.proxy.layers.http as http_layers
 from mitmproxy import http
-from mitmproxy.net.http import http1
+from mitmproxy.net.http import http1, status_codes
+from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.layers.http import _base, _http1, _http2
+from mitmproxy.proxy.layers.http._events import ResponseProtocolError
 
 # status -> (error code, message saying what to do next)
 _ERRORS: dict[int, tuple[str, str]] = {
@@ -99,8 +105,42 @@ def make_error_response(status_code: int, message: str = "") -> bytes:
     return raw
 
 
+class Http2Server(_http2.Http2Server):
+    """mitmproxy's HTTP/2 server side, with airlock's error response.
+
+    mitmproxy writes its HTTP/2 error response inline (``server: mitmproxy``,
+    ``content-type: text/html``); this answers the same cases with airlock's
+    JSON envelope and headers, and leaves every other event to mitmproxy.
+    """
+
+    def _handle_event(self, event: events.Event) -> Generator[commands.Command, Any, None]:
+        if (
+            isinstance(event, ResponseProtocolError)
+            and event.code != status_codes.NO_RESPONSE
+            and not self.is_closed(event.stream_id)
+            and self.is_open_for_us(event.stream_id)
+            and not self.h2_conn.streams[event.stream_id].state_machine.headers_sent
+        ):
+            code, _ = classify(event.code, event.message)
+            self.h2_conn.send_headers(
+                event.stream_id,
+                [
+                    (b":status", b"%d" % event.code),
+                    (b"content-type", b"application/json"),
+                    (b"x-airlock-refusal", code.encode()),
+                ],
+            )
+            self.h2_conn.send_data(
+                event.stream_id, error_body(event.code, event.message), end_stream=True
+            )
+            yield commands.SendData(self.conn, self.h2_conn.data_to_send())
+            return
+        yield from super()._handle_event(event)
+
+
 def install() -> None:
     """Point mitmproxy's error renderers at ours (idempotent, process-wide)."""
     _http1.make_error_response = make_error_response  # type: ignore[attr-defined]
     _http2.format_error = format_error  # type: ignore[attr-defined]
     _base.format_error = format_error
+    http_layers.Http2Server = Http2Server  # type: ignore[attr-defined,misc]

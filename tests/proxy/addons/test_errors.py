@@ -37,3 +37,10 @@ def test_install_points_mitmproxy_at_airlock_pages() -> None:
     assert _http1.make_error_response is errors.make_error_response  # type: ignore[attr-defined]
     assert _http2.format_error is errors.format_error  # type: ignore[attr-defined]
     assert REAL.encode() not in _http1.make_error_response(502, REAL)  # type: ignore[attr-defined]
+
+
+def test_http2_server_side_is_airlocks() -> None:
+    import mitmproxy.proxy.layers.http as http_layers
+
+    errors.install()
+    assert http_layers.Http2Server is errors.Http2Server  # type: ignore[attr-defined]

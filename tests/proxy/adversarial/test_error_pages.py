@@ -14,7 +14,15 @@ import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
-from tests.proxy.adversarial.conftest import TOKENS, Lease, h1_get, h2_get, leaks, written_leaks
+from tests.proxy.adversarial.conftest import (
+    H1_ONLY,
+    TOKENS,
+    Lease,
+    h1_get,
+    h2_get,
+    leaks,
+    written_leaks,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,6 +48,18 @@ def test_http2_malformed_response_gets_airlock_error(lease: Lease, upstream: Ref
     if not resp.reset:
         assert resp.status == 502, resp.headers
         assert json.loads(resp.body)["error"]["code"] == "upstream_error"
+
+
+@pytest.mark.parametrize("route", ["/malformed", "/malformed-status"])
+def test_http2_client_malformed_http1_upstream_gets_airlock_error(
+    lease: Lease, upstream_h1: Reflector, route: str
+) -> None:
+    resp = h2_get(lease, route, host=H1_ONLY)
+    assert upstream_h1.last(route).auth == f"Bearer {lease.real}"
+    assert leaks(resp.everything, lease.real) == []
+    assert resp.status == 502, resp.headers
+    assert json.loads(resp.body)["error"]["code"] == "upstream_error"
+    assert b"mitmproxy" not in resp.everything
 
 
 def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:

@@ -15,6 +15,7 @@ from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
 from tests.proxy.adversarial.conftest import (
     BIG,
+    H1_ONLY,
     TOKENS,
     Lease,
     h1_get,
@@ -58,6 +59,21 @@ def test_http2_body_is_scrubbed(
     assert len(resp.body) >= size * 0.9
     assert leaks(resp.everything, lease.real) == []
     assert resp.body.count(f"Bearer {lease.placeholder}".encode()) >= size // 1100
+
+
+@pytest.mark.parametrize(
+    ("framing", "enc"), [("close", "identity"), ("close", "gzip"), ("chunked", "gzip")]
+)
+def test_http2_client_http1_upstream_body_is_scrubbed(
+    lease: Lease, upstream_h1: Reflector, framing: str, enc: str
+) -> None:
+    """The proxy translates: HTTP/2 to the sandbox, HTTP/1.1 (close-delimited too) upstream."""
+    path = f"/body?size={BIG}&framing={framing}&enc={enc}&chunk=65536"
+    resp = h2_get(lease, path, host=H1_ONLY)
+    assert upstream_h1.last("/body").auth == f"Bearer {lease.real}"
+    assert resp.status == 200 and resp.ended, resp.headers
+    assert leaks(resp.everything, lease.real) == []
+    assert resp.body.count(f"Bearer {lease.placeholder}".encode()) >= BIG // 1100
 
 
 @pytest.mark.parametrize(("framing", "enc"), [("chunked", "gzip"), ("close", "identity")])
