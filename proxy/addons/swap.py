@@ -18,14 +18,17 @@ a swapped credential must not reach another virtual host behind the same edge
 (``attacker-app.vercel.app`` inside a ``vercel.com`` tunnel).
 
 Each swap adds the real token's forms (raw, Basic, base64; see
-:func:`airlock.proxy.scrubber.token_forms`) to the connection's scrub map
-before the request leaves, so any echo of it is scrubbed on the way back.
+:func:`airlock.proxy.scrubber.token_forms`) to the scrub map before the request
+leaves, so any echo of it is scrubbed on the way back. Every intercepted
+connection of a session shares one map: an echo on another connection of the
+same session is scrubbed too.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import re
 from dataclasses import dataclass
 
@@ -37,7 +40,7 @@ from airlock.proxy.audit import audit_path_of
 from airlock.proxy.context import ProxyContext, refused
 from airlock.proxy.protocol import LeaseRule, normalize_host
 from airlock.proxy.scrubber import token_forms
-from airlock.proxy.state import Tunnel
+from airlock.proxy.state import ClientState, Tunnel
 from airlock.proxy.store.base import PlaceholderEntry, StoreUnavailable
 
 _FORM = re.compile(r"^[ \t]*(token|bearer|basic)[ \t]+([^ \t]+)[ \t]*$", re.IGNORECASE)
@@ -116,9 +119,37 @@ def render(rule: LeaseRule) -> str:
     return "Basic " + base64.b64encode(raw).decode()
 
 
+# Sessions whose scrub map is kept (most recently used first out): a bound on
+# memory, not on correctness of a live connection (it keeps its map).
+MAX_SESSION_MAPS = 50_000
+
+
 class Swap:
     def __init__(self, ctx: ProxyContext) -> None:
         self.ctx = ctx
+        # session id -> the scrub map every one of its connections shares
+        self._session_maps: collections.OrderedDict[str, dict[bytes, bytes]] = (
+            collections.OrderedDict()
+        )
+
+    def _share_scrub_map(self, state: ClientState, sid: str) -> None:
+        """Give the connection its session's scrub map (the same dict object).
+
+        A token swapped on one connection is then scrubbed on every connection
+        of the session, including responses already streaming. Runs before the
+        first response on a connection exists, so no scrubber holds the old map.
+        """
+        shared = self._session_maps.get(sid)
+        if shared is None:
+            shared = self._session_maps[sid] = {}
+            while len(self._session_maps) > MAX_SESSION_MAPS:
+                self._session_maps.popitem(last=False)
+        else:
+            self._session_maps.move_to_end(sid)
+        if state.scrub is not shared:
+            for real, shown in state.scrub.items():
+                shared.setdefault(real, shown)
+            state.scrub = shared
 
     async def requestheaders(self, flow: http.HTTPFlow) -> None:
         if refused(flow):
@@ -128,6 +159,8 @@ class Swap:
             return
         sid = state.session_id
         tunnel = state.tunnel
+        if tunnel is not None and tunnel.intercept:
+            self._share_scrub_map(state, sid)
         if tunnel is not None and tunnel.intercept and flow.client_conn.tls_established:
             problem = host_mismatch(flow.request, tunnel)
             if problem is not None:

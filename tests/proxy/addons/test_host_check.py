@@ -74,3 +74,26 @@ def test_swap_refuses_before_anything_is_swapped(ctx: ProxyContext) -> None:
     assert flow.response is not None and flow.response.status_code == 403
     assert json.loads(flow.response.content or b"")["error"]["code"] == "host_mismatch"
     assert flow.request.headers["authorization"] == "token airlock-gh-whatever"
+
+
+def test_connections_of_a_session_share_one_scrub_map(ctx: ProxyContext) -> None:
+    """A token swapped on one connection is scrubbed on the session's others."""
+    from airlock.proxy.addons.scrub import Scrub
+    from airlock.proxy.store.base import SessionRecord, hash_secret, now
+    from tests.proxy.addons.conftest import PLACEHOLDER, REAL
+
+    asyncio.run(ctx.store.create_session(SessionRecord("s1", hash_secret("x"), (), now() + 600)))
+    swap = Swap(ctx)
+    first = intercepted_flow(ctx)  # has REAL in its (own) map already
+    second = intercepted_flow(ctx, swapped=False)
+    for flow in (first, second):
+        flow.response = None
+        asyncio.run(swap.requestheaders(flow))
+    a = ctx.connections.get(first.client_conn.id)
+    b = ctx.connections.get(second.client_conn.id)
+    assert a is not None and b is not None and a.scrub is b.scrub
+    assert REAL.encode() in b.scrub
+    assert "airlock_refused" not in second.metadata
+    second.response = http.Response.make(200, b"echo " + REAL.encode(), {})
+    Scrub(ctx).response(second)
+    assert second.response.content == b"echo " + PLACEHOLDER.encode()
