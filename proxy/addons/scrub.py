@@ -15,7 +15,8 @@ their raw, Basic and base64 forms, mapped back to what the sandbox sent):
   on the way (Content-Encoding and Content-Length are dropped, the body goes
   on decoded). An unknown encoding is answered with airlock's own 502; a body
   that turns out undecodable mid-stream aborts the connection;
-- trailers (``response``, streamed or not);
+- trailers (``response``, streamed or not; HTTP/1 trailer fields are dropped
+  by :mod:`airlock.proxy.addons.trailers`, mitmproxy cannot relay them);
 - WebSocket messages (``websocket_message``) and control frames (close
   reason, ping, pong: see :mod:`airlock.proxy.addons.upgrade`).
 
@@ -33,7 +34,7 @@ from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.http1 import expected_http_body_size
 from mitmproxy.utils import human
 
-from airlock.proxy.addons import early_hints, errors, logscrub, upgrade
+from airlock.proxy.addons import early_hints, errors, logscrub, trailers, upgrade
 from airlock.proxy.context import REFUSED, ProxyContext
 from airlock.proxy.scrubber import (
     ChainDecoder,
@@ -115,6 +116,7 @@ class Scrub:
         logscrub.install()
         upgrade.install(self._client_pairs)
         early_hints.install(self._client_pairs)
+        trailers.install()
 
     def _client_pairs(self, client_id: str) -> Mapping[bytes, bytes] | None:
         state = self.ctx.connections.get(client_id)
