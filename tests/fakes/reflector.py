@@ -10,6 +10,7 @@ test asks for. The reflected value is the request's ``Authorization`` header
 - ``/body`` [``size``, ``framing=cl|chunked|close``, ``enc=identity|gzip``,
   ``chunk``]: a body of ``size`` bytes carrying the value every ~1 KiB, at the
   middle, and across every chunk boundary (each chunk is sent on its own);
+- ``/corrupt``: a gzip body that turns into the value in clear halfway;
 - ``/header``: the value in a header value and in a header name;
 - ``/reason``: the value in the HTTP/1 reason phrase;
 - ``/trailers`` [``size``]: a chunked (HTTP/1) or HTTP/2 body with the value
@@ -170,6 +171,17 @@ class Reflector:
             if framing == "chunked":
                 writer.write(b"0\r\n\r\n")
             return framing != "close"
+        if route == "/corrupt":
+            # A gzip body that turns into raw bytes (the value in clear) halfway.
+            packed = gzip.compress(b"start " + value + b" " + FILLER * 200, compresslevel=1)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            for piece in (packed[: len(packed) // 2], b"\x00garbage " + value * 50):
+                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                await writer.drain()
+            writer.write(b"0\r\n\r\n")
+            return True
         if route == "/header":
             token = value.split()[-1] if value else b"none"
             body = b"ok"

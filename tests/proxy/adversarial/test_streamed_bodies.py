@@ -91,6 +91,17 @@ def test_basic_form_is_scrubbed_too(
         assert resp.body.count(basic_lease.scrubbed.encode()) >= BIG // 1100
 
 
+def test_body_corrupt_mid_stream_is_cut_off(lease: Lease, upstream: Reflector) -> None:
+    """gzip that turns into clear bytes halfway: the body is cut off, never relayed raw."""
+    resp = h1_get(lease, "/corrupt")
+    assert upstream.last("/corrupt").auth == f"Bearer {lease.real}"
+    assert leaks(resp.everything, lease.real) == []
+    assert not resp.complete, resp.raw[-200:]
+    assert "unscrubbable_response" in [
+        e.get("reason") for e in lease.proxy.audit_events() if e["event"] == "refusal"
+    ]
+
+
 def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:
     assert TOKENS
     assert written_leaks(proxy, TOKENS) == []
