@@ -10,7 +10,9 @@ is written as is; to an HTTP/2 client it is sent as an informational HEADERS
 frame on the request's stream, through the client connection's own h2 state
 machine (mitmproxy's HTTP events have no interim response). Other interim
 answers (``100``, ``102``) are dropped: mitmproxy answers
-``Expect: 100-continue`` itself. (mitmproxy drops 1xx from HTTP/2 upstreams.)
+``Expect: 100-continue`` itself. A ``103`` from an HTTP/2 upstream (which
+mitmproxy's HTTP/2 client would swallow) is relayed the same way, from
+``Http2Client.handle_h2_event``.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+import h2.events  # type: ignore[import-untyped]
 from mitmproxy import http
 from mitmproxy.net.http import http1
 from mitmproxy.proxy import commands, events
+from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import HttpLayer, _http1, _http2
 
 from airlock.proxy.scrubber import scrub, scrub_name
@@ -57,29 +61,29 @@ _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"upgrade", b
 
 
 def _relay(
-    self: _http1.Http1Client, interim: http.Response, pairs: Mapping[bytes, bytes] | None
+    context: Context,
+    stream_id: int | None,
+    interim: http.Response,
+    http11_client: bool,
 ) -> Generator[commands.Command, Any, None]:
     """Send the 103 to the client over whatever protocol it speaks."""
-    client = self.context.client
-    layer = next((x for x in reversed(self.context.layers) if isinstance(x, HttpLayer)), None)
+    client = context.client
+    pairs = (_pairs_for(client.id) if _pairs_for is not None else None) or {}
+    layer = next((x for x in reversed(context.layers) if isinstance(x, HttpLayer)), None)
     server_side = layer.connections.get(client) if layer is not None else None
-    if isinstance(server_side, _http2.Http2Server):
+    if isinstance(server_side, _http2.Http2Server) and stream_id is not None:
         fields = [
-            (scrub_name(n, pairs or {}).lower(), scrub(v, pairs or {}))
+            (scrub_name(n, pairs).lower(), scrub(v, pairs))
             for n, v in interim.headers.fields
             if n.lower() not in _HOP_BY_HOP
         ]
         h2_conn = server_side.h2_conn
         try:
-            h2_conn.send_headers(self.stream_id, [(b":status", b"103"), *fields])
+            h2_conn.send_headers(stream_id, [(b":status", b"103"), *fields])
         except Exception:  # a hint that cannot be sent is dropped
             return
         yield commands.SendData(client, h2_conn.data_to_send())
-    elif (
-        isinstance(server_side, _http1.Http1Server)
-        and self.request is not None
-        and self.request.http_version == "HTTP/1.1"
-    ):
+    elif isinstance(server_side, _http1.Http1Server) and http11_client:
         yield commands.SendData(client, render_interim(interim, pairs))
 
 
@@ -96,12 +100,31 @@ def read_headers(
             except ValueError:
                 continue  # an unparseable hint is dropped, never relayed
             if status == 103:
-                client_id = self.context.client.id
-                pairs = _pairs_for(client_id) if _pairs_for is not None else None
-                yield from _relay(self, interim, pairs)
+                http11 = self.request.http_version == "HTTP/1.1"
+                yield from _relay(self.context, self.stream_id, interim, http11)
         if not self.buf:
             return
     yield from _original(self, event)
+
+
+_original_h2 = _http2.Http2Client.handle_h2_event
+
+
+def handle_h2_event(
+    self: _http2.Http2Client, event: h2.events.Event
+) -> Generator[commands.Command, Any, bool]:
+    """An HTTP/2 upstream's 103 (mitmproxy would swallow it) goes to the client too."""
+    if isinstance(event, h2.events.InformationalResponseReceived):
+        headers = http.Headers([(bytes(k), bytes(v)) for k, v in event.headers])
+        if headers.get(":status") == "103":
+            interim = http.Response.make(103)
+            interim.headers = http.Headers(
+                [(k, v) for k, v in headers.fields if not k.startswith(b":")]
+            )
+            theirs = self.their_stream_id.get(event.stream_id)
+            yield from _relay(self.context, theirs, interim, http11_client=False)
+            return False
+    return (yield from _original_h2(self, event))
 
 
 def install(pairs_for: PairsFor) -> None:
@@ -109,3 +132,4 @@ def install(pairs_for: PairsFor) -> None:
     global _pairs_for
     _pairs_for = pairs_for
     _http1.Http1Client.read_headers = read_headers  # type: ignore[method-assign,assignment]
+    _http2.Http2Client.handle_h2_event = handle_h2_event  # type: ignore[method-assign,assignment]

@@ -37,9 +37,12 @@ def test_http1_early_hints_then_final_response(lease: Lease, upstream: Reflector
 def test_http2_early_hints_then_final_response(lease: Lease, upstream: Reflector) -> None:
     resp = h2_get(lease, "/early")
     assert upstream.last("/early").auth == f"Bearer {lease.real}"
+    assert upstream.last("/early").http2
     assert leaks(resp.everything, lease.real) == []
     assert resp.status == 200, resp.headers
     assert resp.body == f"final Bearer {lease.placeholder}".encode()
+    assert [dict(h).get(b":status") for h in resp.informational] == [b"103"]
+    assert f"Bearer {lease.placeholder}".encode() in dict(resp.informational[0])[b"link"]
 
 
 def test_http1_upstream_early_hints_reach_an_http2_client(
