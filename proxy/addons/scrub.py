@@ -1,102 +1,239 @@
-"""Response scrubbing: a real token never reaches the sandbox.
+"""Response scrubbing: a real token never reaches the sandbox, by any path.
 
-Every real value swapped on a client connection (and its Basic form) is
-remembered for that connection; response headers and buffered bodies are
-rewritten back to the placeholder the sandbox sent. Bodies are decoded first
-(gzip, br, zstd, deflate), so compression cannot hide a token; a body that
-cannot be decoded is withheld (502) rather than passed through unscrubbed.
+On an intercepted host, every byte the sandbox can read passes through the one
+matcher in :mod:`airlock.proxy.scrubber` (the connection's swapped tokens, in
+their raw, Basic and base64 forms, mapped back to what the sandbox sent):
 
-Large bodies (mitmproxy's ``stream_large_bodies``, e.g. git packs) stay
-streamed when they are not content-encoded: a :class:`StreamScrubber` rewrites
-them chunk by chunk, holding back just enough bytes that a token split across
-chunks is still caught. Encoded large bodies are buffered and scrubbed whole.
+- the reason phrase, header names and values (``responseheaders``);
+- the body. The decision is made at ``responseheaders``, before mitmproxy's
+  own: mitmproxy only learns that a chunked or close-delimited body is large
+  after it has started buffering it, and then streams it *raw*. So a body is
+  buffered (and scrubbed whole in ``response``) only when its Content-Length
+  says it fits the buffer limit and it is not content-encoded; every other body
+  (chunked, close-delimited, HTTP/2 without a length, large, or encoded) is
+  streamed through a :class:`~airlock.proxy.scrubber.StreamScrubber`, decoded
+  on the way (Content-Encoding and Content-Length are dropped, the body goes
+  on decoded). An unknown encoding is answered with airlock's own 502; a body
+  that turns out undecodable mid-stream aborts the connection;
+- trailers (``response``, streamed or not; HTTP/1 trailer fields are dropped
+  by :mod:`airlock.proxy.addons.trailers`, mitmproxy cannot relay them);
+- WebSocket messages (``websocket_message``) and control frames (close
+  reason, ping, pong: see :mod:`airlock.proxy.addons.upgrade`).
+
+A 101 answer that does not set up a WebSocket is refused (502), on every host
+the HTTP layer sees: mitmproxy would otherwise relay the connection as raw TCP,
+where nothing is scrubbed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from mitmproxy import http
+from mitmproxy.net.http import status_codes
+from mitmproxy.net.http.http1 import expected_http_body_size
+from mitmproxy.utils import human
 
-from airlock.proxy.context import ProxyContext
+from airlock.proxy.addons import early_hints, errors, logscrub, trailers, upgrade
+from airlock.proxy.context import REFUSED, ProxyContext
+from airlock.proxy.scrubber import (
+    ChainDecoder,
+    DecodeError,
+    StreamScrubber,
+    parse_codings,
+    scrub,
+    scrub_name,
+    supported,
+)
+
+DEFAULT_BUFFER_LIMIT = 4 * 1024 * 1024
 
 
-def _replace(data: bytes, pairs: dict[bytes, bytes]) -> bytes:
-    for real, placeholder in pairs.items():
-        if real in data:
-            data = data.replace(real, placeholder)
-    return data
+def _buffer_limit() -> int:
+    """mitmproxy's ``stream_large_bodies`` (what it would buffer at most)."""
+    try:
+        from mitmproxy import ctx
+
+        size = human.parse_size(ctx.options.stream_large_bodies)
+    except (AttributeError, ValueError):
+        size = None
+    return size if size is not None else DEFAULT_BUFFER_LIMIT
 
 
-class StreamScrubber:
-    """Chunk-wise replacement that never lets a split token through."""
+def _scrub_fields(
+    fields: tuple[tuple[bytes, bytes], ...], pairs: Mapping[bytes, bytes]
+) -> tuple[tuple[bytes, bytes], ...] | None:
+    """Scrubbed header fields, or None when nothing changed."""
+    out = tuple((scrub_name(n, pairs), scrub(v, pairs)) for n, v in fields)
+    return out if out != fields else None
 
-    def __init__(self, pairs: dict[bytes, bytes]) -> None:
-        self.pairs = dict(pairs)
-        self.keep = max(len(k) for k in self.pairs) - 1
-        self.tail = b""
 
-    def __call__(self, chunk: bytes) -> bytes:
-        data = _replace(self.tail + chunk, self.pairs)
-        if not chunk:  # end of stream
-            self.tail = b""
-            return data
-        if len(data) <= self.keep:
-            self.tail = data
-            return b""
-        cut = len(data) - self.keep
-        self.tail = data[cut:]
-        return data[:cut]
+class _Swallow:
+    """Stream callable for a response we replaced: drop upstream bytes, send ours."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        return [] if chunk else [self.body]
+
+
+class _Aborting:
+    """Wraps a StreamScrubber: an undecodable body is cut off, never relayed.
+
+    After a decode error the rest of the body is dropped and the flow killed:
+    at the end of the stream mitmproxy then closes the client connection (or
+    resets the HTTP/2 stream) without ending the body, so the sandbox sees a
+    truncated response, not bytes nobody inspected.
+    """
+
+    def __init__(self, inner: StreamScrubber, flow: http.HTTPFlow, ctx: ProxyContext) -> None:
+        self.inner = inner
+        self.flow = flow
+        self.ctx = ctx
+        self.failed = False
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        if self.failed:
+            return []
+        try:
+            return self.inner(chunk)
+        except DecodeError:
+            self.failed = True
+            self.ctx.metrics.refusals.labels(reason="unscrubbable_response").inc()
+            self.ctx.audit.write(
+                "refusal", reason="unscrubbable_response", status=502, stage="stream"
+            )
+            if self.flow.killable:
+                self.flow.kill()  # type: ignore[no-untyped-call]
+            return []
 
 
 class Scrub:
     def __init__(self, ctx: ProxyContext) -> None:
         self.ctx = ctx
+        errors.install()
+        logscrub.install()
+        upgrade.install(self._client_pairs)
+        early_hints.install(self._client_pairs)
+        trailers.install()
 
-    def _pairs(self, flow: http.HTTPFlow) -> dict[bytes, bytes]:
-        state = self.ctx.connections.get(flow.client_conn.id)
-        return state.scrub if state is not None else {}
+    def _client_pairs(self, client_id: str) -> Mapping[bytes, bytes] | None:
+        state = self.ctx.connections.get(client_id)
+        if state is None:
+            return None
+        if (state.tunnel is not None and state.tunnel.intercept) or state.scrub:
+            return state.scrub
+        return None
+
+    def _pairs(self, flow: http.HTTPFlow) -> Mapping[bytes, bytes] | None:
+        """The live scrub map for this flow, or None when it needs none.
+
+        Every flow inside an intercepted tunnel gets the (live, possibly still
+        empty) map: a token swapped later on the same connection (another
+        HTTP/2 stream) is scrubbed from this response too.
+        """
+        if REFUSED in flow.metadata:
+            return None
+        return self._client_pairs(flow.client_conn.id)
+
+    def _replace(self, flow: http.HTTPFlow, status: int, reason: str, message: str) -> None:
+        """Answer with airlock's own error instead of upstream's response."""
+        self.ctx.refuse(flow, status, reason, message)
+        assert flow.response is not None
+        flow.response.headers["connection"] = "close"
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         pairs = self._pairs(flow)
-        if not pairs or flow.response is None:
+        response = flow.response
+        if pairs is None or response is None:
             return
-        headers = flow.response.headers
-        fields = [(name, _replace(value, pairs)) for name, value in headers.fields]
-        if fields != list(headers.fields):
-            headers.fields = tuple(fields)
-        if flow.response.stream:
-            encoding = flow.response.headers.get("content-encoding", "identity").lower()
-            if encoding in ("", "identity"):
-                flow.response.stream = StreamScrubber(pairs)
-                # Replacements change the length: frame the body by chunks
-                # (HTTP/1 clients) or by the stream's end (HTTP/2).
-                flow.response.headers.pop("content-length", None)
-                if flow.client_conn.alpn != b"h2":
-                    flow.response.headers["transfer-encoding"] = "chunked"
-            else:
-                flow.response.stream = False
+        reason = scrub(response.data.reason, pairs)
+        if reason != response.data.reason:
+            response.reason = status_codes.RESPONSES.get(response.status_code, "")
+        fields = _scrub_fields(response.headers.fields, pairs)
+        if fields is not None:
+            response.headers.fields = fields
+        try:
+            size = expected_http_body_size(flow.request, response)
+        except ValueError:
+            size = None
+        if size == 0:
+            return
+        codings = parse_codings(response.headers.get("content-encoding"))
+        if not codings and size is not None and 0 < size <= _buffer_limit():
+            response.stream = False  # buffered; scrubbed whole in response()
+            return
+        if not supported(codings):
+            self._replace(
+                flow,
+                502,
+                "unscrubbable_response",
+                "the upstream answered in a content encoding airlock cannot inspect; "
+                "send Accept-Encoding: gzip, br, zstd or identity",
+            )
+            assert flow.response is not None
+            self._stream(flow, _Swallow(flow.response.content or b""))
+            return
+        decoder = ChainDecoder(codings) if codings else None
+        self._stream(flow, _Aborting(StreamScrubber(pairs, decoder), flow, self.ctx))
+        if codings:
+            response.headers.pop("content-encoding", None)
+
+    def _stream(self, flow: http.HTTPFlow, stream: _Swallow | _Aborting) -> None:
+        """Stream the body; replacements change its length, so frame it anew."""
+        response = flow.response
+        assert response is not None
+        response.stream = stream
+        response.headers.pop("content-length", None)
+        response.headers.pop("transfer-encoding", None)
+        if flow.client_conn.alpn == b"h2" or flow.request.http_version == "HTTP/1.0":
+            return  # HTTP/2 frames it; an HTTP/1.0 client reads until close.
+        response.http_version = "HTTP/1.1"
+        response.headers["transfer-encoding"] = "chunked"
 
     def response(self, flow: http.HTTPFlow) -> None:
+        response = flow.response
+        if response is None:
+            return
+        if REFUSED in flow.metadata:
+            # Our own answer: nothing of upstream's (e.g. its trailers) rides along.
+            response.trailers = None
+            return
+        if response.status_code == 101 and flow.websocket is None:
+            self._replace(
+                flow,
+                502,
+                "upgrade_refused",
+                "only WebSocket upgrades are relayed; use plain HTTP requests or a WebSocket",
+            )
+            return
         pairs = self._pairs(flow)
-        if not pairs or flow.response is None:
+        if pairs is None:
+            return
+        if response.trailers:
+            fields = _scrub_fields(response.trailers.fields, pairs)
+            if fields is not None:
+                response.trailers.fields = fields
+        if response.stream:
+            return  # already scrubbed chunk by chunk
+        if response.raw_content is None:
             return
         try:
-            content = flow.response.get_content(strict=True)
+            content = response.get_content(strict=True)
         except ValueError:
-            flow.response = http.Response.make(
-                502, b"airlock: response could not be decoded for scrubbing\n"
+            self._replace(
+                flow,
+                502,
+                "unscrubbable_response",
+                "the upstream response could not be decoded for scrubbing; retry the request",
             )
-            self.ctx.metrics.refusals.labels(reason="unscrubbable_response").inc()
-            self.ctx.audit.write("refusal", reason="unscrubbable_response", status=502)
             return
         if content is None:
             return
-        scrubbed = _replace(content, pairs)
+        scrubbed = scrub(content, pairs)
         if scrubbed != content:
-            flow.response.set_content(scrubbed)
-        if flow.response.trailers:
-            trailers = flow.response.trailers
-            fields = [(n, _replace(v, pairs)) for n, v in trailers.fields]
-            trailers.fields = tuple(fields)
+            response.set_content(scrubbed)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         """Server-to-client WebSocket messages are scrubbed too."""
@@ -106,6 +243,6 @@ class Scrub:
         message = flow.websocket.messages[-1]
         if message.from_client:
             return
-        scrubbed = _replace(message.content, pairs)
+        scrubbed = scrub(message.content, pairs)
         if scrubbed != message.content:
             message.content = scrubbed

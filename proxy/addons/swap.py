@@ -11,21 +11,36 @@ candidate placeholders. A known placeholder presented by another session, to a
 host its lease does not cover, in another header or scheme, or anywhere a swap
 cannot happen (plain http, port != 443) is an exfiltration attempt: 403 and an
 audit line. A duplicated header is never swapped (which value would be meant?).
-The lease is keyed on the host mitmproxy dials, never the Host header.
+The lease is keyed on the host mitmproxy dials, never the Host header, and a
+request inside an intercepted tunnel must name the tunnel's host in Host or
+``:authority`` (else 403 ``host_mismatch``, before anything is swapped or sent):
+a swapped credential must not reach another virtual host behind the same edge
+(``attacker-app.vercel.app`` inside a ``vercel.com`` tunnel).
+
+Each swap adds the real token's forms (raw, Basic, base64; see
+:func:`airlock.proxy.scrubber.token_forms`) to the scrub map before the request
+leaves, so any echo of it is scrubbed on the way back. Every intercepted
+connection of a session shares one map: an echo on another connection of the
+same session is scrubbed too.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import re
 from dataclasses import dataclass
 
 from mitmproxy import http
+from mitmproxy.net.http import url
 
+from airlock.proxy.addons import logscrub
 from airlock.proxy.audit import audit_path_of
 from airlock.proxy.context import ProxyContext, refused
 from airlock.proxy.protocol import LeaseRule, normalize_host
+from airlock.proxy.scrubber import token_forms
+from airlock.proxy.state import ClientState, Tunnel
 from airlock.proxy.store.base import PlaceholderEntry, StoreUnavailable
 
 _FORM = re.compile(r"^[ \t]*(token|bearer|basic)[ \t]+([^ \t]+)[ \t]*$", re.IGNORECASE)
@@ -37,6 +52,7 @@ class Candidate:
     scheme: str  # token | bearer | basic
     placeholder: str
     raw_value: str
+    users: tuple[str, ...] = ()  # the Basic user name the sandbox sent
 
 
 def candidates(headers: http.Headers) -> list[Candidate]:
@@ -57,11 +73,40 @@ def candidates(headers: http.Headers) -> list[Candidate]:
                 decoded = base64.b64decode(secret, validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError, ValueError):
                 continue
-            _, sep, secret = decoded.partition(":")
+            user, sep, secret = decoded.partition(":")
             if not sep:
                 continue
-        out.append(Candidate(raw_name.decode("latin-1").lower(), scheme, secret, value))
+            users: tuple[str, ...] = (user,)
+        else:
+            users = ()
+        out.append(Candidate(raw_name.decode("latin-1").lower(), scheme, secret, value, users))
     return out
+
+
+def host_mismatch(request: http.Request, tunnel: Tunnel) -> str | None:
+    """Why ``request`` does not name its tunnel's host, or None when it does.
+
+    Compared are the values the sandbox sent, never ``request.host``: inside a
+    tunnel mitmproxy has already overwritten that with the CONNECT destination.
+    Every Host header and the ``:authority`` (HTTP/2) or absolute-form target
+    (HTTP/1) must name the CONNECT host and port (default 443, the tunnel is
+    TLS); at least one must be present, and at most one Host header.
+    """
+    named = request.headers.get_all("host")
+    if len(named) > 1:
+        return "several Host headers"
+    if request.authority:
+        named.append(request.authority)
+    if not named:
+        return "no Host header"
+    for value in named:
+        try:
+            host, port = url.parse_authority(value, check=True)
+        except ValueError:
+            return "unparseable Host"
+        if normalize_host(host) != tunnel.host or (port or 443) != tunnel.port:
+            return "names another host"
+    return None
 
 
 def render(rule: LeaseRule) -> str:
@@ -74,9 +119,37 @@ def render(rule: LeaseRule) -> str:
     return "Basic " + base64.b64encode(raw).decode()
 
 
+# Sessions whose scrub map is kept (most recently used first out): a bound on
+# memory, not on correctness of a live connection (it keeps its map).
+MAX_SESSION_MAPS = 50_000
+
+
 class Swap:
     def __init__(self, ctx: ProxyContext) -> None:
         self.ctx = ctx
+        # session id -> the scrub map every one of its connections shares
+        self._session_maps: collections.OrderedDict[str, dict[bytes, bytes]] = (
+            collections.OrderedDict()
+        )
+
+    def _share_scrub_map(self, state: ClientState, sid: str) -> None:
+        """Give the connection its session's scrub map (the same dict object).
+
+        A token swapped on one connection is then scrubbed on every connection
+        of the session, including responses already streaming. Runs before the
+        first response on a connection exists, so no scrubber holds the old map.
+        """
+        shared = self._session_maps.get(sid)
+        if shared is None:
+            shared = self._session_maps[sid] = {}
+            while len(self._session_maps) > MAX_SESSION_MAPS:
+                self._session_maps.popitem(last=False)
+        else:
+            self._session_maps.move_to_end(sid)
+        if state.scrub is not shared:
+            for real, shown in state.scrub.items():
+                shared.setdefault(real, shown)
+            state.scrub = shared
 
     async def requestheaders(self, flow: http.HTTPFlow) -> None:
         if refused(flow):
@@ -86,6 +159,22 @@ class Swap:
             return
         sid = state.session_id
         tunnel = state.tunnel
+        if tunnel is not None and tunnel.intercept:
+            self._share_scrub_map(state, sid)
+        if tunnel is not None and tunnel.intercept and flow.client_conn.tls_established:
+            problem = host_mismatch(flow.request, tunnel)
+            if problem is not None:
+                self.ctx.refuse(
+                    flow,
+                    403,
+                    "host_mismatch",
+                    f"requests in a tunnel to {tunnel.host}:{tunnel.port} must name that host "
+                    f"in Host/:authority ({problem}); open a tunnel to the host you mean",
+                    session=sid,
+                    host=tunnel.host,
+                    port=tunnel.port,
+                )
+                return
         host = tunnel.host if tunnel is not None else normalize_host(flow.request.host)
         can_swap = (
             tunnel is not None
@@ -137,13 +226,13 @@ class Swap:
                 )
                 continue
             flow.request.headers[c.header] = render(rule)
-            token = rule.replace.token.encode()
-            state.scrub[token] = c.placeholder.encode()
-            if rule.replace.scheme == "basic":
-                real_b64 = base64.b64encode(
-                    f"{rule.replace.username}:{rule.replace.token}".encode()
-                )
-                state.scrub[real_b64] = c.raw_value.split()[-1].encode()
+            # Scrub map first: the swapped request must not leave before it.
+            forms = token_forms(
+                rule.replace.token, c.placeholder, [rule.replace.username, *c.users]
+            )
+            for real, shown in forms.items():
+                state.scrub.setdefault(real, shown)
+            logscrub.remember(forms)
             self.ctx.metrics.swaps.labels(host=host).inc()
             self.ctx.audit.write(
                 "swap",

@@ -1,0 +1,427 @@
+"""Shared parts of the adversarial proxy tests: a hostile upstream, raw clients, the grep.
+
+Each module starts its own real airlock-proxy (module scope) in front of one
+:class:`~tests.fakes.reflector.Reflector` playing ``api.github.com`` and
+``github.com``. Clients are raw: a CONNECT through the proxy, TLS with the
+proxy's CA, then HTTP/1.1 bytes or an ``h2`` connection, so every byte the
+sandbox would read is available to :func:`leaks`, decoded the way a client
+would decode it (chunked framing, Content-Encoding, HPACK).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import gzip
+import socket
+import ssl
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import brotli  # type: ignore[import-untyped]
+import h2.config
+import h2.connection
+import h2.events
+import pytest
+import zstandard
+
+from airlock.proxy.protocol import SessionInfo
+from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.reflector import Reflector, reflector
+from tests.fakes.tls import TestCA
+from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
+
+HOSTS = ["api.github.com", "github.com"]
+H1_ONLY = "api.vercel.com"  # served by a reflector that speaks HTTP/1.1 only
+BUFFER_LIMIT = 4 * 1024 * 1024
+BIG = BUFFER_LIMIT + 512 * 1024  # past mitmproxy's buffer limit
+
+
+@pytest.fixture(scope="module")
+def upstream_ca(tmp_path_factory: pytest.TempPathFactory) -> TestCA:
+    return TestCA(tmp_path_factory.mktemp("reflector-ca"))
+
+
+@pytest.fixture(scope="module")
+def upstream(upstream_ca: TestCA) -> Iterator[Reflector]:
+    with reflector(upstream_ca, *HOSTS) as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def upstream_h1(upstream_ca: TestCA) -> Iterator[Reflector]:
+    """The same reflector, HTTP/1.1 only: an HTTP/2 client's requests are translated."""
+    with reflector(upstream_ca, H1_ONLY, alpn=("http/1.1",)) as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+    upstream_ca: TestCA,
+    upstream: Reflector,
+    upstream_h1: Reflector,
+) -> Iterator[ProxyProcess]:
+    with proxy_process(
+        tmp_path_factory.mktemp("adversarial"),
+        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
+        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
+        upstream_ca=upstream_ca.ca_path,
+    ) as p:
+        yield p
+
+
+@dataclass
+class Lease:
+    """A session with one lease: the sandbox sends ``placeholder``, upstream gets ``real``."""
+
+    proxy: ProxyProcess
+    session: SessionInfo
+    placeholder: str
+    real: str
+    basic: bool = False  # git's form: Basic base64(x-access-token:<placeholder>)
+
+    @property
+    def authorization(self) -> str:
+        """What the sandbox sends."""
+        if self.basic:
+            raw = f"x-access-token:{self.placeholder}".encode()
+            return "Basic " + base64.b64encode(raw).decode()
+        return f"token {self.placeholder}"
+
+    @property
+    def reflected(self) -> str:
+        """What the upstream receives (and reflects)."""
+        if self.basic:
+            return "Basic " + base64.b64encode(f"x-access-token:{self.real}".encode()).decode()
+        return f"Bearer {self.real}"
+
+    @property
+    def scrubbed(self) -> str:
+        """What the sandbox reads back in place of :attr:`reflected`."""
+        if self.basic:
+            raw = f"x-access-token:{self.placeholder}".encode()
+            return "Basic " + base64.b64encode(raw).decode()
+        return f"Bearer {self.placeholder}"
+
+    @property
+    def credentials(self) -> tuple[str, str]:
+        parts = urlsplit(self.session.proxy_url)
+        assert parts.username and parts.password
+        return parts.username, parts.password
+
+
+TOKENS: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def lease(proxy: ProxyProcess) -> Lease:
+    """One session whose placeholder is swapped on ``api.github.com``."""
+
+    async def make() -> Lease:
+        ph, real = placeholder(), real_token()
+        TOKENS.append(real)
+        async with proxy.client() as client:
+            session = await client.create_session(allow=[*HOSTS, H1_ONLY], ttl_s=3600)
+            await client.put_lease(
+                session.session_id,
+                "l1",
+                [api_rule(ph, real, host=h) for h in [*HOSTS, H1_ONLY]],
+                ttl_s=3600,
+            )
+        return Lease(proxy, session, ph, real)
+
+    return asyncio.run(make())
+
+
+@pytest.fixture(scope="module")
+def basic_lease(proxy: ProxyProcess) -> Lease:
+    """A session whose placeholder travels as git does: Basic, swapped on ``github.com``."""
+
+    async def make() -> Lease:
+        ph, real = placeholder(), real_token()
+        TOKENS.append(real)
+        async with proxy.client() as client:
+            session = await client.create_session(allow=HOSTS, ttl_s=3600)
+            await client.put_lease(
+                session.session_id, "git", [git_rule(ph, real, host="github.com")], ttl_s=3600
+            )
+        return Lease(proxy, session, ph, real, basic=True)
+
+    return asyncio.run(make())
+
+
+# --- the grep ---------------------------------------------------------------------
+
+
+def forms(token: str) -> list[bytes]:
+    """What counts as the token: itself, either half, Basic and base64 forms."""
+    raw = token.encode()
+    out = [raw, raw[:20], raw[20:]]
+    for user in ("x-access-token", "git"):
+        basic = f"{user}:{token}".encode()
+        out += [base64.b64encode(basic), base64.urlsafe_b64encode(basic)]
+    out += [base64.b64encode(raw)[:-4], base64.b64encode(b"\0" + raw)[4:-4]]
+    out += [base64.b64encode(b"\0\0" + raw)[4:-4]]
+    return out
+
+
+def leaks(data: bytes, token: str) -> list[bytes]:
+    """The forms of ``token`` found in ``data`` (empty means clean)."""
+    return [f[:12] for f in forms(token) if f in data]
+
+
+def written_leaks(proxy: ProxyProcess, tokens: list[str]) -> list[tuple[str, bytes]]:
+    """Forms of ``tokens`` in anything the proxy wrote (audit log, logs, state)."""
+    proxy.audit_events()  # lets the audit writer flush
+    return [
+        (str(path), hit)
+        for path in proxy.written_files()
+        for token in tokens
+        for hit in leaks(path.read_bytes(), token)
+    ]
+
+
+# --- raw clients --------------------------------------------------------------------
+
+
+def open_tunnel(
+    lease: Lease, host: str = "api.github.com", alpn: str = "http/1.1", timeout: float = 30
+) -> ssl.SSLSocket:
+    """CONNECT through the proxy as the lease's session, then TLS with the proxy CA."""
+    sock = socket.create_connection(("127.0.0.1", lease.proxy.port), timeout=timeout)
+    user, secret = lease.credentials
+    auth = base64.b64encode(f"{user}:{secret}".encode()).decode()
+    sock.sendall(
+        f"CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n"
+        f"Proxy-Authorization: Basic {auth}\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        data = sock.recv(4096)
+        if not data:
+            raise ConnectionError(f"proxy closed during CONNECT: {head!r}")
+        head += data
+    assert head.split(b" ")[1] == b"200", head
+    ctx = ssl.create_default_context(cafile=str(lease.proxy.ca_path))
+    ctx.set_alpn_protocols([alpn])
+    tls = ctx.wrap_socket(sock, server_hostname=host)
+    tls.settimeout(timeout)
+    return tls
+
+
+def read_all(sock: ssl.SSLSocket) -> bytes:
+    out = bytearray()
+    while True:
+        try:
+            data = sock.recv(1 << 16)
+        except (ConnectionError, ssl.SSLError, TimeoutError):
+            break
+        if not data:
+            break
+        out += data
+    return bytes(out)
+
+
+def decode_body(body: bytes, encoding: str) -> bytes:
+    for coding in reversed([c.strip().lower() for c in encoding.split(",") if c.strip()]):
+        if coding in ("gzip", "x-gzip"):
+            body = gzip.decompress(body)
+        elif coding == "deflate":
+            body = zlib.decompress(body)
+        elif coding == "br":
+            body = brotli.decompress(body)
+        elif coding == "zstd":
+            body = zstandard.ZstdDecompressor().decompress(body)
+    return body
+
+
+@dataclass
+class H1Response:
+    raw: bytes
+    interim: list[tuple[int, bytes]]  # (status, raw head) of 1xx answers
+    status: int
+    head: bytes
+    headers: list[tuple[str, str]]
+    body: bytes  # de-chunked and decoded, as a client would read it
+    trailers: bytes
+    complete: bool
+
+    def header(self, name: str) -> str | None:
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+    @property
+    def everything(self) -> bytes:
+        return self.raw + b"\n" + self.head + self.body + self.trailers
+
+
+def parse_h1(raw: bytes) -> H1Response:
+    rest = raw
+    interim: list[tuple[int, bytes]] = []
+    while True:
+        head, sep, rest = rest.partition(b"\r\n\r\n")
+        if not sep:
+            return H1Response(raw, interim, 0, head, [], b"", b"", False)
+        status = int(head.split(b" ", 2)[1])
+        if 100 <= status < 200 and status != 101:
+            interim.append((status, head))
+            continue
+        break
+    lines = head.decode("latin-1").split("\r\n")
+    headers = [(k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:])]
+    te = next((v for k, v in headers if k.lower() == "transfer-encoding"), "")
+    cl = next((v for k, v in headers if k.lower() == "content-length"), None)
+    trailers = b""
+    complete = True
+    if "chunked" in te.lower():
+        body = bytearray()
+        complete = False
+        while True:
+            size_line, sep, rest = rest.partition(b"\r\n")
+            if not sep:
+                break
+            size = int(size_line.split(b";")[0] or b"0", 16)
+            if size == 0:
+                trailers = rest
+                complete = True
+                break
+            body += rest[:size]
+            rest = rest[size + 2 :]
+        data = bytes(body)
+    elif cl is not None:
+        data = rest[: int(cl)]
+        complete = len(data) == int(cl)
+    else:
+        data = rest
+    enc = next((v for k, v in headers if k.lower() == "content-encoding"), "")
+    # A broken encoding leaves the bytes as they are (the raw bytes are grepped too).
+    with contextlib.suppress(OSError, EOFError, zlib.error, brotli.error, zstandard.ZstdError):
+        data = decode_body(data, enc)
+    return H1Response(raw, interim, status, head, headers, data, trailers, complete)
+
+
+def h1_get(
+    lease: Lease,
+    path: str,
+    *,
+    host: str = "api.github.com",
+    headers: dict[str, str] | None = None,
+    host_header: str | None = None,
+    target: str | None = None,
+    raw_request: bytes | None = None,
+    timeout: float = 30,
+) -> H1Response:
+    """One HTTP/1.1 request with the lease's placeholder; reads until the proxy
+    closes (or ``timeout`` passes without a byte)."""
+    sock = open_tunnel(lease, host, timeout=timeout)
+    with sock:
+        if raw_request is None:
+            lines = [
+                f"GET {target or path} HTTP/1.1",
+                f"Host: {host_header or host}",
+                f"Authorization: {lease.authorization}",
+                "Accept-Encoding: gzip",
+                "Connection: close",
+            ]
+            lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+            raw_request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        sock.sendall(raw_request)
+        return parse_h1(read_all(sock))
+
+
+@dataclass
+class H2Response:
+    raw: bytes
+    informational: list[list[tuple[bytes, bytes]]]
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    trailers: list[tuple[bytes, bytes]]
+    reset: bool
+    ended: bool
+
+    @property
+    def status(self) -> int:
+        return int(dict(self.headers).get(b":status", b"0"))
+
+    @property
+    def everything(self) -> bytes:
+        parts = [self.raw, self.body]
+        for block in [*self.informational, self.headers, self.trailers]:
+            parts += [k + b": " + v for k, v in block]
+        return b"\n".join(parts)
+
+
+def h2_get(
+    lease: Lease,
+    path: str,
+    *,
+    host: str = "api.github.com",
+    authority: str | None = None,
+    extra: list[tuple[str, str]] | None = None,
+) -> H2Response:
+    """One HTTP/2 request with the lease's placeholder; decodes like a client."""
+    sock = open_tunnel(lease, host, alpn="h2")
+    assert sock.selected_alpn_protocol() == "h2"
+    conn = h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=True, validate_outbound_headers=False)
+    )
+    conn.initiate_connection()
+    conn.increment_flow_control_window(1 << 30)
+    headers = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", authority or host),
+        (":path", path),
+        ("authorization", lease.authorization),
+        ("accept-encoding", "gzip"),
+        *(extra or []),
+    ]
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, headers, end_stream=True)
+    sock.sendall(conn.data_to_send())
+    raw = bytearray()
+    result = H2Response(b"", [], [], b"", [], False, False)
+    body = bytearray()
+    with sock:
+        while not (result.ended or result.reset):
+            try:
+                data = sock.recv(1 << 16)
+            except (ConnectionError, ssl.SSLError, TimeoutError):
+                break
+            if not data:
+                break
+            raw += data
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.InformationalResponseReceived):
+                    result.informational.append(list(event.headers))
+                elif isinstance(event, h2.events.ResponseReceived):
+                    result.headers = list(event.headers)
+                elif isinstance(event, h2.events.DataReceived):
+                    body += event.data
+                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, h2.events.TrailersReceived):
+                    result.trailers = list(event.headers)
+                elif isinstance(event, h2.events.StreamEnded):
+                    result.ended = True
+                elif isinstance(event, h2.events.StreamReset | h2.events.ConnectionTerminated):
+                    result.reset = True
+            out = conn.data_to_send()
+            if out:
+                sock.sendall(out)
+    result.raw = bytes(raw)
+    enc = dict(result.headers).get(b"content-encoding", b"").decode()
+    try:
+        result.body = decode_body(bytes(body), enc)
+    except (OSError, EOFError, zlib.error):
+        result.body = bytes(body)
+    return result
+
+
+def audit_reasons(proxy: ProxyProcess) -> list[str]:
+    return [str(e.get("reason")) for e in proxy.audit_events() if e["event"] == "refusal"]
