@@ -49,8 +49,7 @@ def _workspace(tmp_path: Path) -> tuple[Workspace, Path]:
 
 
 def test_fixtures_present() -> None:
-    if not SCENARIOS.is_dir():
-        pytest.skip(f"conformance fixtures absent: {SCENARIOS} does not exist in this checkout")
+    assert SCENARIOS.is_dir(), f"vendored conformance fixtures missing: {SCENARIOS}"
     assert len(_scenario_names()) == 23
 
 
