@@ -1,4 +1,4 @@
-"""The distribution's shape, as DESIGN.md's Repository layout fixes it."""
+"""The distribution's shape: what the wheel and the sdist carry, and how airlock is imported."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Each scenario directory: copy ``input/`` into a fresh workspace, apply
 ``patch.txt`` once (the outcome of the call is ignored, as upstream ignores
 the exit status), then compare the whole tree, files and directories, byte
-for byte with ``expected/``. The deliberate divergences (DESIGN.md) are
+for byte with ``expected/``. The deliberate divergences (docs/apply-patch.md) are
 asserted explicitly: 010 and 011 are refused with ``conflict`` and 015 leaves
 nothing written.
 """
