@@ -76,7 +76,7 @@ RUN python -m venv /opt/airlock \
 # The sandbox: what an agent's commands run in. Two users: `airlock` owns the
 # socket directory, `agent` (AIRLOCK_EXEC_USER) is who every command the agent
 # runs through airlockd runs as (`airlockd --exec-user agent`), and owns the
-# workspace. The entrypoint starts as root to trust the proxy CA in the system
+# workspace (group airlock, setgid, group-writable: the daemon edits it too). The entrypoint starts as root to trust the proxy CA in the system
 # store and to prepare the socket directory; airlockd keeps root only to switch
 # to the exec user (its token, journals and artifacts are unreadable to it).
 # Node and TypeScript are optional (build arg AIRLOCK_SANDBOX_TYPESCRIPT=VERSION
@@ -115,7 +115,7 @@ COPY deploy/docker/control-get.py /usr/local/bin/airlock-control-get
 RUN chmod 0755 /usr/local/bin/airlock-sandbox-entrypoint /usr/local/bin/airlock-control-get \
  && ln -s /opt/airlock/bin/airlock-signed-commit /usr/local/bin/gh-signed-commit \
  && mkdir -p /workspace /run/airlock /etc/airlock /usr/local/share/airlock \
- && chown agent:agent /workspace \
+ && chown agent:airlock /workspace && chmod 2775 /workspace \
  && chown airlock:airlock /run/airlock \
  && airlockd --tooling-key > /usr/local/share/airlock/tooling-key \
  && python -c 'import json; from airlock.daemon.tooling_key import tooling_manifest; print(json.dumps(tooling_manifest(), indent=2, sort_keys=True))' \

@@ -85,10 +85,12 @@ build() {
 }
 
 smoke() {
-  local compose project run_dir bridge
+  # compose, project, run_dir, bridge: globals on purpose, the EXIT trap
+  # (teardown) runs after this function has returned.
   compose=$(pick_compose)
   project="airlock-smoke-$$"
   run_dir=$(mktemp -d /var/tmp/airlock-smoke.XXXXXX)
+  chmod 0755 "$run_dir"  # the containers' non-root users traverse it, as they would ./run
   bridge="alsbx$$"
   bridge=${bridge:0:15}
   export AIRLOCK_RUN_DIR="$run_dir" AIRLOCK_SANDBOX_BRIDGE="$bridge" AIRLOCK_IMAGE_TAG="$TAG"
@@ -111,7 +113,6 @@ smoke() {
   timed "compose config" dc config -q || die "compose rejected deploy/compose.yaml"
   timed "compose up" dc up -d --no-build redis proxy-a proxy-b sandbox \
     || die "compose up failed"
-  timed "firewall rule" scripts/sandbox-firewall.sh add "$bridge"
 
   log "waiting for the sandbox to be healthy"
   local cid status=""
@@ -155,25 +156,41 @@ print("orchestrator round trip ok")
 ' || die "the orchestrator could not create a session or call the daemon"
 
   log "the sandbox reaches the proxy but not the Docker host"
-  local gw port listener
+  local gw port listener probe
   gw=$("$DOCKER" network inspect -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}' "${project}_sandbox")
   [ -n "$gw" ] || gw=$(ip -4 -o addr show dev "$bridge" | awk '{print $4}' | cut -d/ -f1)
   [ -n "$gw" ] || die "no host address on the sandbox bridge $bridge"
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  python3 -c 'import socket, sys, time
+  # A listener on the host's own address on the sandbox bridge, as any host
+  # service bound to 0.0.0.0 would be; it says when it is ready.
+  python3 -u -c 'import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); time.sleep(60)' "$gw" "$port" &
+s.bind((sys.argv[1], 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(120)' "$gw" \
+    >"$run_dir/listener.port" &
   listener=$!
-  "$DOCKER" exec "$cid" python3 -c 'import socket
-socket.create_connection(("proxy", 8080), timeout=5).close()
-print("proxy reachable")' || { kill "$listener"; die "the sandbox cannot reach the proxy"; }
-  if "$DOCKER" exec "$cid" python3 -c 'import socket, sys
-socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()' "$gw" "$port" 2>/dev/null; then
-    kill "$listener"
-    die "the sandbox reached a listener on the Docker host ($gw:$port)"
-  fi
+  for _ in $(seq 1 100); do [ -s "$run_dir/listener.port" ] && break; sleep 0.1; done
+  port=$(cat "$run_dir/listener.port")
+  [ -n "$port" ] || { kill "$listener"; die "the host listener did not start"; }
+  # The probe prints one word: reached, or blocked:<why>; anything else is a broken probe.
+  probe='import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+    print("reached")
+except OSError as exc:
+    print("blocked:" + type(exc).__name__)'
+  [ "$("$DOCKER" exec "$cid" python3 -c "$probe" proxy 8080)" = reached ] \
+    || { kill "$listener"; die "the sandbox cannot reach the proxy (the probe is broken?)"; }
+  log "sandbox -> proxy:8080 reached"
+  before=$("$DOCKER" exec "$cid" python3 -c "$probe" "$gw" "$port")
+  # `internal: true` alone lets the host's own bridge address answer: the rule's reason.
+  log "without the firewall rule: sandbox -> host $gw:$port $before"
+  timed "firewall rule" scripts/sandbox-firewall.sh add "$bridge"
+  scripts/sandbox-firewall.sh check "$bridge" || { kill "$listener"; die "the firewall rule is not in place"; }
+  after=$("$DOCKER" exec "$cid" python3 -c "$probe" "$gw" "$port")
   kill "$listener" 2>/dev/null || true
-  log "blocked: sandbox -> host $gw:$port"
+  case "$after" in
+    blocked:*) log "with the firewall rule: sandbox -> host $gw:$port $after" ;;
+    *) die "the sandbox reached a listener on the Docker host ($gw:$port): $after" ;;
+  esac
 }
 
 case "${1:-}" in

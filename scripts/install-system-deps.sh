@@ -5,6 +5,9 @@
 #                                             # print the one command to run and fail
 #   scripts/install-system-deps.sh --dry-run  # print what it would do; change nothing
 #   scripts/install-system-deps.sh --list     # the packages, one a line
+#   scripts/install-system-deps.sh --with-images [--dry-run]
+#                                             # also what `make images-smoke` needs
+#                                             # (docker.io, debootstrap, iptables)
 #
 # `make test` runs it first. Idempotent and fast when everything is present
 # (one `dpkg-query` and a few `command -v`); apt runs only for what is missing.
@@ -29,14 +32,22 @@ PACKAGES=(
   "docker-compose:docker-compose"
 )
 
+IMAGE_PACKAGES=(
+  "docker.io:dockerd"
+  "debootstrap:debootstrap"
+  "iptables:iptables"
+)
+
 mode=install
-case "${1:-}" in
-  --dry-run|-n) mode=dry-run ;;
-  --list) mode=list ;;
-  "") ;;
-  -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "install-system-deps: unknown argument $1 (see --help)" >&2; exit 64 ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run|-n) mode=dry-run ;;
+    --list) mode=list ;;
+    --with-images) PACKAGES+=("${IMAGE_PACKAGES[@]}") ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-system-deps: unknown argument $arg (see --help)" >&2; exit 64 ;;
+  esac
+done
 
 if [ "$mode" = list ]; then
   for entry in "${PACKAGES[@]}"; do echo "${entry%%:*}"; done

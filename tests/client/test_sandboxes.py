@@ -114,23 +114,34 @@ async def test_daemon_sandbox_runs_through_airlockd(tmp_path: Path) -> None:
         assert slow.timed_out
 
 
-def test_docker_sandbox_needs_an_engine() -> None:
+def test_docker_sandbox_runs_as_non_root_unless_told() -> None:
+    """A real engine and a locally built image (`make images`; CI builds it first)."""
+    import os
+
+    image = os.environ.get("AIRLOCK_TEST_DOCKER_IMAGE", "airlock-base:bookworm")
     try:
         import docker
 
         client = docker.from_env()
         client.ping()
-    except Exception as exc:  # no engine on this machine
-        pytest.skip(f"no Docker engine available: {type(exc).__name__}")
+        client.images.get(image)
+    except Exception as exc:  # no engine running here, or the image was never built
+        pytest.skip(f"no Docker engine or no {image} image: {type(exc).__name__} (make images)")
 
-    async def main() -> RunResult:
+    async def main() -> tuple[RunResult, RunResult]:
         container = client.containers.run(
-            "debian:stable-slim", "sleep 60", detach=True, remove=True
+            image, ["sleep", "60"], detach=True, remove=True, network_mode="none"
         )
         try:
-            return await DockerSandbox(container).run(["sh", "-c", "echo $X"], "/", {"X": "hi"}, 10)
+            default = await DockerSandbox(container).run(
+                ["sh", "-c", "echo $X $(id -u)"], "/", {"X": "hi"}, 10
+            )
+            root = await DockerSandbox(container, user="root").run(["id", "-u"], "/", {}, 10)
+            return default, root
         finally:
             container.kill()
 
-    result = asyncio.run(main())
-    assert result.exit_code == 0 and result.stdout.strip() == "hi"
+    default, root = asyncio.run(main())
+    assert default.exit_code == 0, default.stderr
+    assert default.stdout.split() == ["hi", "65534"], "commands must not run as root by default"
+    assert root.exit_code == 0 and root.stdout.strip() == "0"
