@@ -22,10 +22,8 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any, NoReturn
 
-DISTRIBUTION = "airlock"
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -38,10 +36,9 @@ class ConfigError(Exception):
 
 def version() -> str:
     """The installed distribution's version (``0+unknown`` in a tree never installed)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    from airlock import __version__
+
+    return __version__
 
 
 class Parser(argparse.ArgumentParser):

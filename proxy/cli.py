@@ -139,7 +139,9 @@ def _check_port_free(flag: str, host: str, port: int) -> None:
         try:
             probe.bind(addr)
         except OSError as exc:
-            raise ConfigError(f"{flag} {host}:{port}: {exc.strerror or exc}") from None
+            raise ConfigError(
+                f"{flag} {host}:{port}: {(exc.strerror or str(exc)).lower()}"
+            ) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
