@@ -97,7 +97,11 @@ fi
 daemon_switches_users=0
 if [ "$#" -eq 0 ]; then
   set -- airlockd --workspace "${AIRLOCK_WORKSPACE:-/workspace}" --socket "$SOCKET_DIR/airlockd.sock"
-  if [ -n "$EXEC_USER" ]; then
+  if [ -n "$EXEC_USER" ] && [ "$(id -u)" != 0 ]; then
+    # Started non-root (e.g. Kubernetes runAsNonRoot): no way to switch users,
+    # so commands run as this user; the pod's securityContext is the boundary.
+    log "note: started as uid $(id -u); AIRLOCK_EXEC_USER=$EXEC_USER needs root to switch users, commands run as uid $(id -u)"
+  elif [ -n "$EXEC_USER" ]; then
     if airlockd --help 2>/dev/null | grep -q -- '--exec-user'; then
       set -- "$@" --exec-user "$EXEC_USER"
       daemon_switches_users=1
