@@ -44,32 +44,33 @@ COPY client/ client/
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels /src
 
 # One virtualenv per image, each with only its own extra's locked dependencies.
-# The wheel is installed by file name with --no-deps, never by project name, so
-# no index can substitute another distribution called "airlock".
+# The lock is installed first (its own layer: a change to airlock's code does
+# not reinstall the dependencies), then the wheel by file name with --no-deps,
+# never by project name, so no index can substitute another "airlock".
 FROM base AS venv-sandbox
 # "sandbox" (airlockd) or "sandbox-types" (airlockd + basedpyright, ~200 MB more).
 ARG AIRLOCK_SANDBOX_LOCK=sandbox
-COPY requirements/ /requirements/
-COPY --from=wheel /wheels /wheels
+COPY requirements/sandbox.lock requirements/sandbox-types.lock /requirements/
 RUN python -m venv /opt/airlock \
- && /opt/airlock/bin/pip install --require-hashes --no-deps -r "/requirements/${AIRLOCK_SANDBOX_LOCK}.lock" \
- && for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install --no-deps "${w}"; done \
+ && /opt/airlock/bin/pip install --require-hashes --no-deps -r "/requirements/${AIRLOCK_SANDBOX_LOCK}.lock"
+COPY --from=wheel /wheels /wheels
+RUN for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install --no-deps "${w}"; done \
  && /opt/airlock/bin/pip check
 
 FROM base AS venv-proxy
 COPY requirements/proxy.lock /requirements/proxy.lock
-COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/airlock \
- && /opt/airlock/bin/pip install --require-hashes --no-deps -r /requirements/proxy.lock \
- && for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install --no-deps "${w}"; done \
+ && /opt/airlock/bin/pip install --require-hashes --no-deps -r /requirements/proxy.lock
+COPY --from=wheel /wheels /wheels
+RUN for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install --no-deps "${w}"; done \
  && /opt/airlock/bin/pip check
 
 FROM base AS venv-client
 COPY requirements/client.lock /requirements/client.lock
-COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/airlock \
- && /opt/airlock/bin/pip install --require-hashes --no-deps -r /requirements/client.lock \
- && for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install --no-deps "${w}"; done \
+ && /opt/airlock/bin/pip install --require-hashes --no-deps -r /requirements/client.lock
+COPY --from=wheel /wheels /wheels
+RUN for w in /wheels/airlock-*.whl; do /opt/airlock/bin/pip install --no-deps "${w}"; done \
  && /opt/airlock/bin/pip check
 
 # ---------------------------------------------------------------------------
