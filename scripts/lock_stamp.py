@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Print the sha256 of pyproject.toml's dependency lists (what the locks are made from).
 
-scripts/lock.sh writes it into every requirements/*.lock; tests/test_packaging.py
+scripts/lock.sh writes it to requirements/pyproject-deps.sha256; tests/test_packaging.py
 recomputes it, so a dependency added to pyproject.toml without `make lock` fails.
 """
 
