@@ -179,6 +179,10 @@ class DaemonSandbox:
         )
 
 
+DOCKER_DEFAULT_USER = "65534:65534"
+"""Who ``DockerSandbox`` runs commands as unless told otherwise: nobody, not root."""
+
+
 class DockerSandbox:
     """Runs commands in a running container with the docker SDK's ``exec_run``.
 
@@ -186,11 +190,16 @@ class DockerSandbox:
     command is wrapped in coreutils ``timeout`` inside the container (exit 124
     or 137 means it timed out). Cancelling the caller cannot stop the exec
     early; the in-container timeout bounds it.
+
+    Commands run as ``user``, by default :data:`DOCKER_DEFAULT_USER` (uid/gid
+    65534, "nobody", numeric so it exists in every image), never as the
+    container's root unless asked for explicitly (``user="root"``, or
+    ``user="agent"`` for the airlock sandbox image's agent user).
     """
 
     def __init__(self, container: Any, *, user: str | None = None) -> None:
         self.container = container
-        self.user = user
+        self.user = user or DOCKER_DEFAULT_USER
 
     @classmethod
     def from_name(cls, name: str, *, user: str | None = None) -> DockerSandbox:
@@ -220,8 +229,7 @@ class DockerSandbox:
                 "environment": dict(env or {}),
                 "demux": True,
             }
-            if self.user:
-                kwargs["user"] = self.user
+            kwargs["user"] = self.user
             return self.container.exec_run(wrapped, **kwargs)
 
         result = await asyncio.to_thread(call)

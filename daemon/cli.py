@@ -29,8 +29,16 @@ from urllib.parse import urlparse
 
 from aiohttp import web
 
+from airlock.client.cli_common import (
+    ConfigError,
+    Parser,
+    add_common_flags,
+    apply_config,
+    check_log_level,
+    run_guarded,
+    setup_logging,
+)
 from airlock.daemon import privsep
-from airlock.daemon.auth import TokenFileError, TokenTable
 from airlock.daemon.context import DaemonConfig
 from airlock.daemon.identity import ExecUser, ExecUserError
 from airlock.daemon.server import (
@@ -107,7 +115,8 @@ def _kind(mode: int) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="airlockd", description="The airlock daemon inside a sandbox.")
+    p = Parser(prog="airlockd", description="The airlock daemon inside a sandbox.")
+    add_common_flags(p)
     p.add_argument("--workspace", type=Path, help="directory the tools work in (required)")
     p.add_argument("--socket", type=Path, help="Unix socket path to serve on (required)")
     p.add_argument(
@@ -127,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--token-file", type=Path, help="'TOKEN SCOPE' lines; enables bearer auth")
     p.add_argument(
-        "--listen", help="also serve TCP, e.g. tcp://127.0.0.1:7070 (needs --token-file)"
+        "--listen",
+        help="also serve tcp://HOST:PORT or unix:PATH (needs --token-file)",
     )
     p.add_argument("--config", type=Path, help="TOML or JSON file with the same keys as the flags")
     p.add_argument("--socket-mode", default="0660", help="socket file mode, octal (default 0660)")
@@ -189,24 +199,84 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_config_file(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    return {k.replace("-", "_"): v for k, v in data.items()}
+    """The file's keys, or a ConfigError naming the file (never a traceback)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--config {path}: cannot read it ({exc})") from None
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"--config {path}: not valid {_config_format(path)}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: expected a table of keys")
+    return data
 
 
-def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
-    """Config file values fill in whatever the command line left unset."""
+def _config_format(path: Path) -> str:
+    return "JSON" if path.suffix == ".json" else "TOML"
+
+
+def resolve_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Config file values fill in whatever the command line did not give.
+
+    Keys are the flags' long names; an unknown key is refused, and a flag given
+    on the command line always wins over the file.
+    """
     if args.config is None:
         return args
-    for key, value in _load_config_file(args.config).items():
-        current = getattr(args, key, None)
-        if current in (None, [], DEFAULT_MAX_BODY_BYTES, "0660", "INFO"):
-            if key in ("workspace", "socket", "artifacts_dir", "state_dir", "token_file", "config"):
-                value = Path(value)
-            elif key == "extra_root":
-                value = [Path(v) for v in value]
-            setattr(args, key, value)
-    return args
+    items = _load_config_file(args.config)
+    argv_list = None if argv is None else list(argv)
+    return apply_config(args, build_parser, argv_list, items, f"--config {args.config}")
+
+
+def parse_listen_url(value: str) -> tuple[str, str, int]:
+    """``tcp://HOST:PORT`` -> ("tcp", host, port); ``unix:PATH`` -> ("unix", path, 0).
+
+    A bare ``HOST:PORT`` is refused: it once bound a default address silently.
+    """
+    if value.startswith("unix:"):
+        path = value[len("unix:") :]
+        if not path:
+            raise ConfigError(f"--listen {value!r}: unix: needs a path, e.g. unix:/run/x.sock")
+        return "unix", path, 0
+    if value.startswith("tcp://"):
+        url = urlparse(value)
+        try:
+            port = url.port
+        except ValueError:
+            port = None
+        if not url.hostname or port is None or url.path not in ("", "/"):
+            raise ConfigError(f"--listen {value!r}: expected tcp://HOST:PORT")
+        return "tcp", url.hostname, port
+    raise ConfigError(
+        f"--listen {value!r}: expected tcp://HOST:PORT or unix:PATH (a bare HOST:PORT is refused)"
+    )
+
+
+def parse_socket_mode(value: str) -> int:
+    """An octal file mode no wider than 0777, or a ConfigError naming the flag."""
+    try:
+        mode = int(str(value), 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o777:
+        raise ConfigError(f"--socket-mode {value!r}: expected an octal mode such as 0660")
+    return mode
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Everything that can be checked before binding anything, as ConfigErrors."""
+    check_log_level(args.log_level)
+    parse_socket_mode(args.socket_mode)
+    if args.listen:
+        parse_listen_url(args.listen)
+    if args.token_file is not None:
+        from airlock.daemon.auth import TokenTable
+
+        try:
+            TokenTable.load(args.token_file)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--token-file {args.token_file}: {exc}") from None
 
 
 def _limits(args: argparse.Namespace) -> ConnectionLimits:
@@ -277,15 +347,37 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
 
     runners = [runner_for("unix", require_token=False)]
     await runners[0].setup()
-    claim_socket_path(socket_path)
-    unix_site = web.UnixSite(runners[0], str(socket_path))
-    await unix_site.start()
+    try:
+        claim_socket_path(socket_path)
+        await web.UnixSite(runners[0], str(socket_path)).start()
+    except OSError as exc:
+        await runners[0].cleanup()
+        await workspace.aclose()
+        raise ConfigError(
+            f"--socket {socket_path}: cannot listen ({exc.strerror or exc})"
+        ) from None
     _own_socket(socket_path, args.socket_mode, args.socket_group)
     if args.listen:
-        url = urlparse(args.listen)
-        runners.append(runner_for("tcp", require_token=True))
+        kind, where, port = parse_listen_url(args.listen)
+        runners.append(runner_for(kind, require_token=True))
         await runners[1].setup()
-        await web.TCPSite(runners[1], url.hostname or "127.0.0.1", url.port or 7070).start()
+        site: web.BaseSite = (
+            web.TCPSite(runners[1], where, port)
+            if kind == "tcp"
+            else web.UnixSite(runners[1], where)
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            # Nothing is left behind: not the socket file, not the workspace's threads.
+            for runner in reversed(runners):
+                await runner.cleanup()
+            await workspace.aclose()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(socket_path)
+            raise ConfigError(
+                f"--listen {args.listen}: cannot listen ({exc.strerror or exc})"
+            ) from None
     log.info("airlockd serving %s on %s", config.workspace, socket_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -351,8 +443,12 @@ def _run(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run_guarded("airlockd", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = resolve_args(parser.parse_args(argv))
+    args = resolve_args(parser.parse_args(argv), argv)
     if args.tooling_key:
         from airlock.daemon.tooling_key import tooling_key
 
@@ -364,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--workspace {args.workspace} is not a directory")
     if args.listen and args.token_file is None:
         parser.error("--listen needs --token-file: a TCP listener always requires a token")
+    check_args(args)
     exec_user: ExecUser | None = None
     if args.exec_user:
         try:
@@ -379,14 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_socket_target(args.socket.absolute())
     except privsep.StartupRefused as exc:
         return _refuse(str(exc))
-    if args.token_file is not None:
-        try:
-            TokenTable.load(args.token_file)
-        except TokenFileError as exc:
-            return _refuse(f"--token-file: {exc}")
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(args.log_level, args.log_format)
     try:
         return _run(args, exec_user)
     except privsep.StartupRefused as exc:

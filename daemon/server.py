@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from airlock import daemon as daemon_pkg
+from airlock import __version__ as VERSION
 from airlock.daemon.auth import Scope, TokenTable
 from airlock.daemon.errors import (
     AirlockError,
@@ -45,7 +45,6 @@ log = logging.getLogger("airlockd")
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT_S = 60.0
-VERSION = getattr(daemon_pkg, "__version__", "0.1.0")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

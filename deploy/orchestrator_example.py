@@ -15,7 +15,7 @@ It does what a real orchestrator does around a model, without the model:
 Configuration comes from flags or the environment (the compose service sets it):
 
     AIRLOCK_PROXY_CONTROL          unix:/path or tcp://host:port of the proxy control API
-    AIRLOCK_PROXY_TOKEN_FILE       bearer token file for a TCP control API (optional)
+    AIRLOCK_PROXY_CONTROL_TOKEN_FILE  bearer token file for a TCP control API (optional)
     AIRLOCK_DAEMON_SOCKET          airlockd's Unix socket (or AIRLOCK_DAEMON_URL + token file)
     AIRLOCK_DAEMON_URL, AIRLOCK_DAEMON_TOKEN_FILE
     AIRLOCK_SANDBOX_PROXY          HOST:PORT the sandbox uses to reach the proxy, if it
@@ -33,12 +33,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from airlock.client import envvars
 from airlock.client.daemon import DaemonClient
 from airlock.client.github.shell import GitHubShell
 from airlock.client.providers import GitHubAppProvider, StaticTokenProvider
@@ -72,10 +72,10 @@ def _read(path: str | None) -> str | None:
 
 
 def parse_config(argv: Sequence[str] | None = None) -> Config:
-    env = os.environ.get
+    env = envvars.get  # canonical names; deprecated aliases still work, with a warning
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--proxy-control", default=env("AIRLOCK_PROXY_CONTROL"))
-    p.add_argument("--proxy-token-file", default=env("AIRLOCK_PROXY_TOKEN_FILE"))
+    p.add_argument("--proxy-token-file", default=env("AIRLOCK_PROXY_CONTROL_TOKEN_FILE"))
     p.add_argument("--daemon-socket", default=env("AIRLOCK_DAEMON_SOCKET"))
     p.add_argument("--daemon-url", default=env("AIRLOCK_DAEMON_URL"))
     p.add_argument("--daemon-token-file", default=env("AIRLOCK_DAEMON_TOKEN_FILE"))

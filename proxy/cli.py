@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from airlock.client import cli_common
 from airlock.proxy.config import (
     ConfigError,
     ProxyConfig,
@@ -22,11 +24,12 @@ from airlock.proxy.config import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = cli_common.Parser(
         prog="airlock-proxy",
         description="Egress proxy that swaps placeholder tokens for real credentials "
         "on leased hosts only.",
     )
+    cli_common.add_common_flags(p)
     p.add_argument("--listen", default="127.0.0.1:8080", help="proxy address HOST:PORT")
     p.add_argument(
         "--control",
@@ -129,7 +132,11 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     if token_file is not None:
         if not token_file.is_absolute():
             token_file = cwd / token_file
-        token = read_control_token(token_file)
+        try:
+            token = read_control_token(token_file)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise ConfigError(f"--control-token-file {token_file}: {reason}") from None
     if control.kind == "tcp" and token is None:
         raise ConfigError("--control tcp:// requires --control-token-file")
     if control.kind == "unix" and control.path is not None and len(str(control.path)) >= 104:
@@ -195,25 +202,47 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     )
 
 
-def _setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    logging.getLogger("airlock").setLevel(level.upper())
+def _setup_logging(level: str, log_format: str = "text") -> None:
     # mitmproxy's own messages can quote protocol errors; keep them to warnings.
-    logging.getLogger("mitmproxy").setLevel(logging.WARNING)
+    cli_common.setup_logging(
+        level, log_format, logger="airlock", quiet={"mitmproxy": logging.WARNING}
+    )
+
+
+def _check_port_free(flag: str, host: str, port: int) -> None:
+    """Refuse a taken port up front: one line naming the flag, not mitmproxy's log dump.
+
+    (A race with another process binding in between still fails later, in mitmproxy.)
+    """
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ConfigError(f"{flag} {host}:{port}: cannot resolve ({exc})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            raise ConfigError(
+                f"{flag} {host}:{port}: {(exc.strerror or str(exc)).lower()}"
+            ) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return cli_common.run_guarded("airlock-proxy", lambda: _main(argv), ConfigError)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     try:
         config = config_from_args(args)
-    except (ConfigError, OSError) as exc:
-        print(f"airlock-proxy: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        return cli_common.fail("airlock-proxy", exc)
+    _check_port_free("--listen", config.listen_host, config.listen_port)
     from airlock.proxy.addons.chain import ChainError
     from airlock.proxy.app import ProxyServer
     from airlock.proxy.ca import CAError
@@ -224,8 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except (CAError, ChainError, KeyFileError) as exc:
-        print(f"airlock-proxy: {exc}", file=sys.stderr)
-        return 2
+        return cli_common.fail("airlock-proxy", exc)
 
 
 if __name__ == "__main__":

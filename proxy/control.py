@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from airlock import __version__
 from airlock.proxy.context import ProxyContext
 from airlock.proxy.metrics import CONTENT_TYPE_LATEST
 from airlock.proxy.protocol import (
@@ -43,7 +44,7 @@ from airlock.proxy.store.base import (
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-VERSION = "0.1.0"
+VERSION = __version__  # the distribution's, from its metadata
 
 
 class ApiError(Exception):

@@ -4,32 +4,35 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
+from airlock.client import envvars
 from airlock.client.daemon import AirlockError, DaemonClient
 
-DEFAULT_SOCKET_ENV = "AIRLOCK_SOCKET"
-TOKEN_ENV = "AIRLOCK_TOKEN"
+DEFAULT_SOCKET_ENV = envvars.DAEMON_SOCKET
+TOKEN_ENV = envvars.DAEMON_TOKEN
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--socket",
-        default=os.environ.get(DEFAULT_SOCKET_ENV, ".airlock/airlockd.sock"),
+        default=envvars.get(DEFAULT_SOCKET_ENV, ".airlock/airlockd.sock"),
         help=f"airlockd's Unix socket (env {DEFAULT_SOCKET_ENV}; default .airlock/airlockd.sock)",
     )
     parser.add_argument("--url", help="airlockd over TCP instead, e.g. http://127.0.0.1:7070")
     parser.add_argument(
-        "--token", default=os.environ.get(TOKEN_ENV), help=f"bearer token (env {TOKEN_ENV})"
+        "--token",
+        default=None,
+        help=f"bearer token (env {envvars.DAEMON_TOKEN_FILE}, a file, or {TOKEN_ENV})",
     )
 
 
 def _client(args: argparse.Namespace) -> DaemonClient:
+    token = args.token or envvars.secret(TOKEN_ENV, envvars.DAEMON_TOKEN_FILE)
     if args.url:
-        return DaemonClient(url=args.url, token=args.token)
-    return DaemonClient(socket=args.socket, token=args.token)
+        return DaemonClient(url=args.url, token=token)
+    return DaemonClient(socket=args.socket, token=token)
 
 
 def _print(data: Any) -> None:

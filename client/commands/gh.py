@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from airlock.client import envvars
 from airlock.client.github.shell import GitHubShell, GitHubShellDenied
 from airlock.client.providers import (
     CommandTokenProvider,
@@ -111,7 +112,9 @@ def _main(args: argparse.Namespace) -> int:
     if args.control_token_file:
         args.control_token = Path(args.control_token_file).read_text().strip()
     else:
-        args.control_token = os.environ.get("AIRLOCK_PROXY_TOKEN")
+        args.control_token = envvars.secret(
+            envvars.PROXY_CONTROL_TOKEN, envvars.PROXY_CONTROL_TOKEN_FILE
+        )
     if args.local:
         args.workspace = str(Path(args.workspace or ".").resolve())
     try:
@@ -226,17 +229,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = p.add_argument_group("proxy")
     g.add_argument(
         "--control",
-        default=os.environ.get("AIRLOCK_PROXY_CONTROL", DEFAULT_CONTROL),
+        default=envvars.get(envvars.PROXY_CONTROL, DEFAULT_CONTROL),
         help="proxy control API: unix:PATH or tcp://HOST:PORT (env AIRLOCK_PROXY_CONTROL)",
     )
-    g.add_argument("--control-token-file", help="bearer token file (env AIRLOCK_PROXY_TOKEN)")
-    g.add_argument("--session", default=os.environ.get("AIRLOCK_SESSION"), help="session id")
+    g.add_argument(
+        "--control-token-file", help="bearer token file (env AIRLOCK_PROXY_CONTROL_TOKEN_FILE)"
+    )
+    g.add_argument("--session", default=envvars.get(envvars.SESSION), help="session id")
     g.add_argument("--proxy-address", help="HOST:PORT to put in the proxy URL (--local)")
     s = p.add_argument_group("sandbox")
     s.add_argument("--local", action="store_true", help="run here under a temporary session")
-    s.add_argument("--socket", default=os.environ.get("AIRLOCK_SOCKET", ".airlock/airlockd.sock"))
+    s.add_argument("--socket", default=envvars.get(envvars.DAEMON_SOCKET, ".airlock/airlockd.sock"))
     s.add_argument("--url", help="airlockd over TCP")
-    s.add_argument("--daemon-token", default=os.environ.get("AIRLOCK_TOKEN"))
+    s.add_argument("--daemon-token", default=envvars.get(envvars.DAEMON_TOKEN))
     c = p.add_argument_group("credentials")
     c.add_argument("--app-id", default=os.environ.get("AIRLOCK_GITHUB_APP_ID"))
     c.add_argument("--app-key-file", default=os.environ.get("AIRLOCK_GITHUB_APP_KEY_FILE"))

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airlock.client import envvars
 from airlock.client.proxy import ProxyClient, ProxyError
 from airlock.proxy.protocol import LeaseRule
 
@@ -23,20 +24,21 @@ DEFAULT_CONTROL = "unix:.airlock/proxy.sock"
 def _add_control(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--control",
-        default=os.environ.get("AIRLOCK_PROXY_CONTROL", DEFAULT_CONTROL),
+        default=envvars.get(envvars.PROXY_CONTROL, DEFAULT_CONTROL),
         help="control API: unix:PATH or tcp://HOST:PORT (env AIRLOCK_PROXY_CONTROL)",
     )
     p.add_argument(
         "--control-token-file",
         type=Path,
-        help="bearer token for a TCP control API (env AIRLOCK_PROXY_TOKEN)",
+        help="bearer token for a TCP control API (env AIRLOCK_PROXY_CONTROL_TOKEN_FILE)",
     )
 
 
 def _client(args: argparse.Namespace) -> ProxyClient:
-    token = os.environ.get("AIRLOCK_PROXY_TOKEN")
     if args.control_token_file is not None:
-        token = args.control_token_file.read_text().strip()
+        token: str | None = args.control_token_file.read_text().strip()
+    else:
+        token = envvars.secret(envvars.PROXY_CONTROL_TOKEN, envvars.PROXY_CONTROL_TOKEN_FILE)
     return ProxyClient(args.control, token=token)
 
 

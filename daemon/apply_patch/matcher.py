@@ -1,6 +1,6 @@
 """Place every chunk of one Update in the file's current lines, in memory.
 
-Rules (DESIGN.md, apply_patch): a cursor that only moves forward; hints first
+Rules (docs/apply-patch.md): a cursor that only moves forward; hints first
 (stacked ``@@`` lines, each a trimmed starts-with through the same passes);
 then the old lines through the four passes of :mod:`airlock.daemon.matching`,
 the first pass with any match winning; more than one match with nothing to

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from airlock.client.cli_common import add_common_flags
 from airlock.daemon.signed_commit.errors import EXIT_USAGE, SignedCommitError
 
 PROG = "airlock-signed-commit"
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Run it through the GitHub shell tool as gh-signed-commit."
         ),
     )
+    add_common_flags(parser)
     parser.add_argument("--repo", required=True, help="OWNER/REPO the commit goes to")
     parser.add_argument("--branch", required=True, help="branch to commit on (created if missing)")
     parser.add_argument("-m", "--message", required=True, help="commit headline (first line)")

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from airlock.client.cli_common import error_line, peek_log_format
 from airlock.daemon.signed_commit.args import Options, is_oid, parse_args
 from airlock.daemon.signed_commit.errors import SignedCommitError
 from airlock.daemon.signed_commit.github import (
@@ -251,7 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args, os.environ, sys.stdout, sys.stderr)
     except SignedCommitError as exc:
-        print(f"airlock-signed-commit: error: {exc}", file=sys.stderr)
+        fmt = peek_log_format(args)
+        if fmt == "json":
+            print(error_line("airlock-signed-commit", str(exc), fmt), file=sys.stderr)
+        else:
+            print(f"airlock-signed-commit: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

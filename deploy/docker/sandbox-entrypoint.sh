@@ -8,6 +8,11 @@
 #    CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS, which airlockd's children inherit.
 # 2. Prepares the daemon socket directory (shared with the host or orchestrator).
 # 3. Drops to an unprivileged user and execs the command (default: airlockd).
+#    The default airlockd with AIRLOCK_EXEC_USER set (the image sets `agent`)
+#    is the one exception: it keeps uid 0 (group AIRLOCK_RUN_AS, so the socket
+#    is group-accessible as before) only to switch to the exec user for every
+#    command it runs (`airlockd --exec-user agent`); the agent's processes get
+#    no capability and cannot read the daemon's token, journals or artifacts.
 #
 # It fails closed: no CA (unless explicitly optional), a CA file that holds a
 # private key, or a request to run the command as root all stop the container.
@@ -25,6 +30,8 @@ UPDATE_CA="${AIRLOCK_UPDATE_CA_CERTIFICATES:-update-ca-certificates}"
 BUNDLE_DIR="${AIRLOCK_CA_BUNDLE_DIR:-/tmp/airlock-ca}"
 SOCKET_DIR="${AIRLOCK_SOCKET_DIR:-/run/airlock}"
 RUN_AS="${AIRLOCK_RUN_AS-airlock}"
+EXEC_USER="${AIRLOCK_EXEC_USER-}"
+TYPESCRIPT_PREFIX="${AIRLOCK_TYPESCRIPT_PREFIX:-/opt/typescript/lib}"
 
 log() { printf 'airlock-sandbox: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 78; }  # 78 = EX_CONFIG
@@ -81,9 +88,37 @@ fi
 # --- 2. the socket directory ----------------------------------------------
 mkdir -p "$SOCKET_DIR"
 
+# The optional TypeScript checker (image build arg AIRLOCK_SANDBOX_TYPESCRIPT).
+if [ -z "${AIRLOCK_TYPESCRIPT:-}" ] && [ -d "$TYPESCRIPT_PREFIX/node_modules/typescript" ]; then
+  export AIRLOCK_TYPESCRIPT="$TYPESCRIPT_PREFIX"
+fi
+
 # --- 3. drop privileges and run ---------------------------------------------
+daemon_switches_users=0
 if [ "$#" -eq 0 ]; then
   set -- airlockd --workspace "${AIRLOCK_WORKSPACE:-/workspace}" --socket "$SOCKET_DIR/airlockd.sock"
+  if [ -n "$EXEC_USER" ] && [ "$(id -u)" != 0 ]; then
+    # Started non-root (e.g. Kubernetes runAsNonRoot): no way to switch users,
+    # so commands run as this user; the pod's securityContext is the boundary.
+    log "note: started as uid $(id -u); AIRLOCK_EXEC_USER=$EXEC_USER needs root to switch users, commands run as uid $(id -u)"
+  elif [ -n "$EXEC_USER" ]; then
+    if airlockd --help 2>/dev/null | grep -q -- '--exec-user'; then
+      set -- "$@" --exec-user "$EXEC_USER"
+      daemon_switches_users=1
+    else
+      log "warning: this airlockd has no --exec-user; agent commands run as ${RUN_AS:-the daemon user}"
+    fi
+  fi
+fi
+
+if [ "$daemon_switches_users" = 1 ] && [ "$(id -u)" = 0 ]; then
+  exec_uid="$(id -u "${EXEC_USER%%:*}" 2>/dev/null)" || die "AIRLOCK_EXEC_USER: no user ${EXEC_USER%%:*}"
+  [ "$exec_uid" != 0 ] || die "AIRLOCK_EXEC_USER=$EXEC_USER is root; refusing"
+  [ -n "$RUN_AS" ] || die "set AIRLOCK_RUN_AS to the group that may use the socket"
+  sock_gid="$(id -g "$RUN_AS" 2>/dev/null)" || die "user $RUN_AS does not exist"
+  chown "0:$sock_gid" "$SOCKET_DIR"
+  chmod 0750 "$SOCKET_DIR"
+  exec setpriv --regid="$sock_gid" --clear-groups -- "$@"
 fi
 
 if [ "$(id -u)" = 0 ]; then

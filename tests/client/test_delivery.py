@@ -19,7 +19,8 @@ from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+from tests.fakes.github_proxy import github_behind_proxy
+from tests.fakes.proxy_harness import ProxyProcess
 
 REPO = "acme/widgets"
 
@@ -45,23 +46,9 @@ class Ctx:
 
 @pytest.fixture
 async def ctx(tmp_path: Path) -> AsyncIterator[Ctx]:
-    async with FakeGitHub(tmp_path / "github", org="acme") as gh:
-        await gh.create_repo(REPO)
-        async with running_proxy(
-            tmp_path / "proxy",
-            allow=["api.github.com", "github.com"],
-            resolve=gh.resolve,
-            upstream_ca=gh.ca_path,
-        ) as proxy:
-            pc = proxy.client()
-            session = await pc.create_session(allow=["api.github.com", "github.com"])
-            home = tmp_path / "home"
-            home.mkdir()
-            env = proxy.client_env(session, HOME=str(home), GIT_CONFIG_NOSYSTEM="1")
-            try:
-                yield Ctx(gh, proxy, pc, session, home, LocalSandbox(base_env=env))
-            finally:
-                await pc.aclose()
+    async with github_behind_proxy(tmp_path, repos={REPO: None}) as w:
+        env = w.env(GIT_CONFIG_NOSYSTEM="1")
+        yield Ctx(w.gh, w.proxy, w.pc, w.session, w.home, LocalSandbox(base_env=env))
 
 
 def _mode(path: Path) -> int:

@@ -11,6 +11,7 @@ import pytest
 
 from airlock.client.sandboxes import DaemonSandbox, DockerSandbox, LocalSandbox, RunResult, Sandbox
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.wait import pid_alive, wait_until
 
 
 async def test_local_runs_argv_without_a_shell(tmp_path: Path) -> None:
@@ -45,19 +46,22 @@ async def test_local_environment_is_only_what_was_given(tmp_path: Path) -> None:
 
 
 async def test_local_timeout_kills_the_process_group(tmp_path: Path) -> None:
-    marker = tmp_path / "child-alive"
-    child = tmp_path / "child.py"
-    child.write_text(f"import time\ntime.sleep(3)\nopen({str(marker)!r}, 'w').close()\n")
+    pid_file = tmp_path / "grandchild.pid"
     script = (
-        "import subprocess, sys, time\n"
-        f"subprocess.Popen([sys.executable, {str(child)!r}])\n"
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r} + '.tmp', 'w').write(str(child.pid))\n"
+        f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"
         "time.sleep(60)\n"
     )
-    result = await LocalSandbox().run([sys.executable, "-c", script], str(tmp_path), {}, 0.5)
+    result = await LocalSandbox().run([sys.executable, "-c", script], str(tmp_path), {}, 3)
     assert result.timed_out
     assert result.exit_code is None and result.signal == 9
-    await asyncio.sleep(3.5)
-    assert not marker.exists(), "the grandchild survived the timeout"
+    assert pid_file.exists(), "the script was killed before it started its child"
+    grandchild = int(pid_file.read_text())
+    await wait_until(
+        lambda: not pid_alive(grandchild), message="the grandchild survived the timeout"
+    )
 
 
 async def test_local_cancel_kills_the_process(tmp_path: Path) -> None:
@@ -114,23 +118,34 @@ async def test_daemon_sandbox_runs_through_airlockd(tmp_path: Path) -> None:
         assert slow.timed_out
 
 
-def test_docker_sandbox_needs_an_engine() -> None:
+def test_docker_sandbox_runs_as_non_root_unless_told() -> None:
+    """A real engine and a locally built image (`make images`; CI builds it first)."""
+    import os
+
+    image = os.environ.get("AIRLOCK_TEST_DOCKER_IMAGE", "airlock-base:bookworm")
     try:
         import docker
 
         client = docker.from_env()
         client.ping()
-    except Exception as exc:  # no engine on this machine
-        pytest.skip(f"no Docker engine available: {type(exc).__name__}")
+        client.images.get(image)
+    except Exception as exc:  # no engine running here, or the image was never built
+        pytest.skip(f"no Docker engine or no {image} image: {type(exc).__name__} (make images)")
 
-    async def main() -> RunResult:
+    async def main() -> tuple[RunResult, RunResult]:
         container = client.containers.run(
-            "debian:stable-slim", "sleep 60", detach=True, remove=True
+            image, ["sleep", "60"], detach=True, remove=True, network_mode="none"
         )
         try:
-            return await DockerSandbox(container).run(["sh", "-c", "echo $X"], "/", {"X": "hi"}, 10)
+            default = await DockerSandbox(container).run(
+                ["sh", "-c", "echo $X $(id -u)"], "/", {"X": "hi"}, 10
+            )
+            root = await DockerSandbox(container, user="root").run(["id", "-u"], "/", {}, 10)
+            return default, root
         finally:
             container.kill()
 
-    result = asyncio.run(main())
-    assert result.exit_code == 0 and result.stdout.strip() == "hi"
+    default, root = asyncio.run(main())
+    assert default.exit_code == 0, default.stderr
+    assert default.stdout.split() == ["hi", "65534"], "commands must not run as root by default"
+    assert root.exit_code == 0 and root.stdout.strip() == "0"

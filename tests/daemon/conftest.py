@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from airlock.daemon.context import DaemonConfig
 from airlock.daemon.workspace import Workspace
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.workspace import open_workspace
 
 ToolCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -29,15 +29,8 @@ def workspace_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def in_process(workspace_dir: Path, tmp_path: Path) -> AsyncIterator[Workspace]:
-    workspace = Workspace(
-        DaemonConfig(
-            workspace=workspace_dir,
-            artifacts_dir=tmp_path / "artifacts",
-            state_dir=tmp_path / "state",
-        )
-    )
-    yield workspace
-    await workspace.aclose()
+    async with open_workspace(workspace_dir, tmp_path) as workspace:
+        yield workspace
 
 
 @pytest.fixture(params=["in_process", "socket"])

@@ -1,4 +1,4 @@
-"""The daemon's names and defaults, exactly as ../shared/DESIGN.md fixes them.
+"""The daemon's names and defaults, exactly as docs/reference.md fixes them.
 
 Acceptance checks outside this repository call these names; a rename here
 must be a deliberate contract change, so this test spells them out.

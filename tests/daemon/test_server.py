@@ -19,6 +19,7 @@ import pytest
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.errors import AirlockError
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.wait import wait_until
 
 WRITE_TOKEN = "w-" + "1" * 40
 READ_TOKEN = "r-" + "2" * 40
@@ -77,9 +78,16 @@ async def test_token_file_reloaded_on_sighup(workspace_dir: Path, token_file: Pa
         new = "n-" + "3" * 40
         token_file.write_text(f"{new} read\n")
         d.process.send_signal(signal.SIGHUP)
-        await asyncio.sleep(0.3)
-        async with d.client(new) as c:
-            await c.tools()
+
+        async def new_token_works() -> bool:
+            async with d.client(new) as c:
+                try:
+                    await c.tools()
+                except AirlockError:
+                    return False
+            return True
+
+        await wait_until(new_token_works, message="SIGHUP did not reload the token file")
         async with d.client(WRITE_TOKEN) as c:
             with pytest.raises(AirlockError) as info:
                 await c.tools()

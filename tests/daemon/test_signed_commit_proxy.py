@@ -24,7 +24,8 @@ from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+from tests.fakes.github_proxy import github_behind_proxy
+from tests.fakes.proxy_harness import ProxyProcess
 
 REPO = "acme/widgets"
 PERMISSION = {"provider": "github", "repositories": [REPO], "access": "write"}
@@ -72,58 +73,48 @@ class World:
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     short = Path(tempfile.mkdtemp(prefix="al-sc-"))
-    async with FakeGitHub(tmp_path / "github", org="acme") as gh:
-        await gh.create_repo(REPO, files={"README.md": "# w\n", "old.txt": "old\n"})
-        async with running_proxy(
-            tmp_path / "proxy",
-            allow=["api.github.com", "github.com"],
-            resolve=gh.resolve,
-            upstream_ca=gh.ca_path,
-        ) as proxy:
-            pc = proxy.client()
-            session = await pc.create_session(allow=["api.github.com", "github.com"])
-            home = tmp_path / "home"
-            home.mkdir()
-            sandbox_env = proxy.client_env(session, HOME=str(home), **IDENTITY)
-            workspace = tmp_path / "ws"
-            workspace.mkdir()
-            clone = workspace / "widgets"
-            subprocess.run(
-                ["git", "clone", "-q", str(gh.repo_path(REPO)), str(clone)],
-                env=sandbox_env, check=True, capture_output=True,
-            )  # fmt: skip
-            subprocess.run(
-                ["git", "remote", "set-url", "origin", f"https://github.com/{REPO}.git"],
-                cwd=clone, env=sandbox_env, check=True,
-            )  # fmt: skip
-            spy_dir = tmp_path / "spy"
-            spy_dir.mkdir()
-            spy = tmp_path / "gh-signed-commit"
-            spy.write_text(SPY.format(spy_dir=spy_dir, python=sys.executable))
-            spy.chmod(spy.stat().st_mode | stat.S_IXUSR)
-            provider = GitHubAppProvider(
-                gh.app_id,
-                gh.app_private_key_pem,
-                org="acme",
-                api_url=gh.api_url,
-                ssl_context=gh.ca.client_context(),
-            )
-            shell = GitHubShell(
-                org="acme",
-                provider=provider,
-                proxy=pc,
-                session=session,
-                sandbox=LocalSandbox(base_env=sandbox_env),
-                workspace=str(workspace),
-                executables={"gh-signed-commit": [str(spy)]},
-                config_dir_base=str(short),
-                timeout_s=60,
-            )
-            try:
-                yield World(gh, proxy, pc, session, shell, clone, workspace, spy_dir, sandbox_env)
-            finally:
-                await pc.aclose()
-                shutil.rmtree(short, ignore_errors=True)
+    files = {"README.md": "# w\n", "old.txt": "old\n"}
+    async with github_behind_proxy(tmp_path, repos={REPO: files}) as w:
+        gh, proxy, pc, session = w.gh, w.proxy, w.pc, w.session
+        sandbox_env = w.env(**IDENTITY)
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        clone = workspace / "widgets"
+        subprocess.run(
+            ["git", "clone", "-q", str(gh.repo_path(REPO)), str(clone)],
+            env=sandbox_env, check=True, capture_output=True,
+        )  # fmt: skip
+        subprocess.run(
+            ["git", "remote", "set-url", "origin", f"https://github.com/{REPO}.git"],
+            cwd=clone, env=sandbox_env, check=True,
+        )  # fmt: skip
+        spy_dir = tmp_path / "spy"
+        spy_dir.mkdir()
+        spy = tmp_path / "gh-signed-commit"
+        spy.write_text(SPY.format(spy_dir=spy_dir, python=sys.executable))
+        spy.chmod(spy.stat().st_mode | stat.S_IXUSR)
+        provider = GitHubAppProvider(
+            gh.app_id,
+            gh.app_private_key_pem,
+            org="acme",
+            api_url=gh.api_url,
+            ssl_context=gh.ca.client_context(),
+        )
+        shell = GitHubShell(
+            org="acme",
+            provider=provider,
+            proxy=pc,
+            session=session,
+            sandbox=LocalSandbox(base_env=sandbox_env),
+            workspace=str(workspace),
+            executables={"gh-signed-commit": [str(spy)]},
+            config_dir_base=str(short),
+            timeout_s=60,
+        )
+        try:
+            yield World(gh, proxy, pc, session, shell, clone, workspace, spy_dir, sandbox_env)
+        finally:
+            shutil.rmtree(short, ignore_errors=True)
 
 
 def sandbox_texts(world: World) -> list[str]:

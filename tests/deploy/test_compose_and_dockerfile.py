@@ -4,6 +4,7 @@ and users are what the compose file and the docs rely on."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,8 +20,13 @@ DOCKERFILE = REPO / "Dockerfile"
 PROXIES = ("proxy-a", "proxy-b")
 
 
+def interpolate(text: str) -> str:
+    """Compose's ``${VAR:-default}`` with every variable unset (the defaults)."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", text)
+
+
 def compose() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    data: dict[str, Any] = yaml.safe_load(interpolate(COMPOSE.read_text()))
     return data
 
 
@@ -150,6 +156,32 @@ def test_compose_builds_only_targets_the_dockerfile_defines() -> None:
             assert (COMPOSE.parent / build["context"] / "Dockerfile").resolve() == DOCKERFILE
 
 
+def test_docker_compose_v1_config_validates(tmp_path: Path) -> None:
+    """Debian's docker-compose 1.29 (installed by `make test`) accepts the file."""
+    v1 = shutil.which("docker-compose")
+    assert v1, "docker-compose missing: scripts/install-system-deps.sh installs it"
+    proc = subprocess.run(
+        [v1, "-f", str(COMPOSE), "config", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    broken = tmp_path / "compose.yaml"
+    broken.write_text("name: airlock\n" + COMPOSE.read_text())
+    proc = subprocess.run(
+        [v1, "-f", str(broken), "config", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+    )
+    assert proc.returncode != 0, "the v1 check must reject a top-level name:"
+
+
 def test_docker_compose_config_validates() -> None:
     docker = shutil.which("docker")
     if docker is None:
@@ -218,7 +250,9 @@ def test_sandbox_image_has_the_tools_the_ca_variables_and_drops_privileges() -> 
         "deploy/docker/sandbox-entrypoint.sh /usr/local/bin/airlock-sandbox-entrypoint" in sandbox
     )
     assert '"airlock-sandbox-entrypoint"' in sandbox
-    assert "[daemon,types]" in (" ".join(dockerfile_stages()["venv-sandbox"]))
+    assert "ARG AIRLOCK_SANDBOX_LOCK=sandbox" in dockerfile_stages()["venv-sandbox"]
+    # Two users: the agent's commands never run as the daemon's user.
+    assert "useradd" in sandbox and "agent" in sandbox and "AIRLOCK_EXEC_USER=agent" in sandbox
     # The image itself starts as root only so that the entrypoint can install the CA;
     # test_sandbox_entrypoint.py checks that it then drops to the airlock user.
     assert _final_user(dockerfile_stages()["sandbox"]) is None
@@ -230,8 +264,36 @@ def test_sandbox_image_has_the_tools_the_ca_variables_and_drops_privileges() -> 
 def test_images_install_the_wheel_by_file_never_by_name() -> None:
     for stage in ("venv-sandbox", "venv-proxy", "venv-client"):
         text = " ".join(dockerfile_stages()[stage])
-        assert re.search(r'pip install "\$\{w\}\[[\w,]+\]"', text), stage
+        assert re.search(r'pip install --no-deps "\$\{w\}"', text), stage
         assert "pip install airlock" not in text
+
+
+def test_images_install_dependencies_only_from_hashed_locks() -> None:
+    """Every pip install of a dependency names a lock file with --require-hashes."""
+    for stage, lock in (
+        ("wheel", "build.lock"),
+        ("venv-sandbox", "${AIRLOCK_SANDBOX_LOCK}.lock"),
+        ("venv-proxy", "proxy.lock"),
+        ("venv-client", "client.lock"),
+    ):
+        text = " ".join(dockerfile_stages()[stage])
+        assert "--require-hashes --no-deps -r" in text and lock in text, stage
+    for lock in ("build", "sandbox", "sandbox-types", "proxy", "client", "dev"):
+        body = (REPO / "requirements" / f"{lock}.lock").read_text()
+        pins = [ln for ln in body.splitlines() if re.match(r"^[A-Za-z0-9_.\-\[\]]+==", ln)]
+        assert pins, lock
+        assert body.count("--hash=sha256:") >= len(pins), lock
+
+
+def test_dockerfile_builds_offline_with_debians_docker() -> None:
+    """No remote frontend, no BuildKit-only COPY flags, a base that may be local."""
+    text = DOCKERFILE.read_text()
+    assert not re.search(r"^#\s*syntax\s*=", text, re.MULTILINE | re.IGNORECASE)
+    assert "--chmod" not in text and "--chown" not in text and "RUN --mount" not in text
+    assert re.search(r"^ARG PYTHON_IMAGE=", text, re.MULTILINE)
+    assert "FROM ${PYTHON_IMAGE} AS base" in text
+    compose_text = COMPOSE.read_text()
+    assert not re.search(r"^name:", compose_text, re.MULTILINE), "docker-compose 1.29 rejects name:"
 
 
 def test_every_shell_snippet_parses() -> None:

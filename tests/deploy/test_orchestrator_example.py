@@ -4,7 +4,6 @@ real proxy (memory store), the real airlockd, real gh/git, and the local GitHub.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -61,7 +60,6 @@ def test_config_requires_the_essentials(
         ex.parse_config(["--proxy-control", "unix:/p", "--repo", "nope", "--daemon-socket", "/d"])
 
 
-@pytest.mark.skipif(shutil.which("gh") is None, reason="gh is not installed")
 async def test_agent_turn_against_real_proxy_daemon_and_local_github(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

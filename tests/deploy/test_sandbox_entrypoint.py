@@ -289,3 +289,49 @@ def test_waits_for_a_ca_that_arrives_late(root: Root) -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert out.strip() == root.env["AIRLOCK_SYSTEM_BUNDLE"]
+
+
+FAKE_AIRLOCKD = """#!/bin/sh
+# Stands in for airlockd: advertises --exec-user (or not) and reports who runs it.
+if [ "$1" = "--help" ]; then
+  [ -n "$FAKE_NO_EXEC_USER" ] || echo "  --exec-user USER[:GROUP]"
+  exit 0
+fi
+echo "uid=$(id -u) gid=$(id -g) groups=$(id -G) args=$*"
+"""
+
+
+def _fake_airlockd(root: Root) -> dict[str, str]:
+    bin_dir = root.dir / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "airlockd"
+    fake.write_text(FAKE_AIRLOCKD)
+    fake.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "AIRLOCK_WORKSPACE": str(root.dir)}
+
+
+def test_default_command_switches_users_through_airlockd_as_root(root: Root) -> None:
+    """With AIRLOCK_EXEC_USER the daemon keeps uid 0 (group of AIRLOCK_RUN_AS) and
+    gets --exec-user; the agent's commands are airlockd's to demote."""
+    if os.geteuid() != 0:
+        pytest.fail("the entrypoint tests run as root (CI and the dev machines are root)")
+    env = _fake_airlockd(root)
+    done = _run(root, AIRLOCK_EXEC_USER="nobody", **env)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line.startswith("uid=0 gid=65534 groups=65534 "), line
+    assert line.endswith("--exec-user nobody"), line
+    sock_dir = Path(root.env["AIRLOCK_SOCKET_DIR"])
+    assert (sock_dir.stat().st_uid, sock_dir.stat().st_gid) == (0, 65534)
+    assert sock_dir.stat().st_mode & 0o777 == 0o750
+
+
+def test_exec_user_root_is_refused_and_an_old_daemon_falls_back(root: Root) -> None:
+    env = _fake_airlockd(root)
+    refused = _run(root, AIRLOCK_EXEC_USER="root", **env)
+    assert refused.returncode == 78 and "is root" in refused.stderr
+    old = _run(root, AIRLOCK_EXEC_USER="nobody", FAKE_NO_EXEC_USER="1", **env)
+    assert old.returncode == 0, old.stderr
+    assert "has no --exec-user" in old.stderr
+    assert old.stdout.startswith("uid=65534 "), "without the flag it drops to AIRLOCK_RUN_AS"
+    assert "--exec-user" not in old.stdout

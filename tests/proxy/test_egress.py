@@ -15,6 +15,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.fakes.wait import wait_until
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import curl, curl_connect_status, run
 
@@ -196,8 +197,12 @@ async def test_deleted_or_expired_session_gets_407(proxy: ProxyProcess) -> None:
         await client.delete_session(gone.session_id)
         short = await client.create_session(allow=["*"], ttl_s=1)
     assert await curl_connect_status(proxy.client_env(gone), "https://api.github.com/") == 407
-    await asyncio.sleep(1.2)
-    assert await curl_connect_status(proxy.client_env(short), "https://api.github.com/") == 407
+
+    async def short_expired() -> bool:
+        status = await curl_connect_status(proxy.client_env(short), "https://api.github.com/")
+        return status == 407
+
+    await wait_until(short_expired, timeout=30, message="the 1 s session was still accepted")
 
 
 async def test_operator_allow_applies_to_every_session(proxy: ProxyProcess) -> None:

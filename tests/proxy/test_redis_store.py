@@ -24,6 +24,7 @@ from tests.fakes.proxy_harness import running_proxy
 from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.fakes.wait import wait_until
 from tests.proxy.helpers import api_rule, curl, placeholder, real_token
 
 pytestmark = pytest.mark.timeout(120)
@@ -141,12 +142,18 @@ async def test_redis_store_records_expire_in_redis(redis: RedisServer) -> None:
         assert got is not None and got.session_id == "s1"
         assert set(owners) == {"airlock-gh-abcdefgh"}
         assert owners["airlock-gh-abcdefgh"].rules[0].replace.token == "tok"
-        await asyncio.sleep(0.7)
-        _, owners = await store.lookup("s1", ["airlock-gh-abcdefgh"])
-        assert owners == {}
-        await asyncio.sleep(0.5)
-        got, _ = await store.lookup("s1", [])
-        assert got is None
+
+        async def lease_expired() -> bool:
+            _, owners = await store.lookup("s1", ["airlock-gh-abcdefgh"])
+            return owners == {}
+
+        async def session_expired() -> bool:
+            got, _ = await store.lookup("s1", [])
+            return got is None
+
+        # Redis expires the keys itself (TTLs); poll for it rather than sleep past it.
+        await wait_until(lease_expired, timeout=15, message="the lease outlived its TTL")
+        await wait_until(session_expired, timeout=15, message="the session outlived its TTL")
         assert await store.counts() == (0, 0)
     finally:
         await store.close()

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from airlock.daemon.context import DaemonConfig
 from airlock.daemon.workspace import Workspace
+from tests.fakes.workspace import open_workspace
 
 Apply = Callable[..., Awaitable[dict[str, Any]]]
 
@@ -23,13 +23,8 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def workspace(ws: Path, tmp_path: Path) -> AsyncIterator[Workspace]:
-    instance = Workspace(
-        DaemonConfig(
-            workspace=ws, artifacts_dir=tmp_path / "artifacts", state_dir=tmp_path / "state"
-        )
-    )
-    yield instance
-    await instance.ctx.diag.aclose()  # the diagnostics worker processes
+    async with open_workspace(ws, tmp_path) as instance:
+        yield instance
 
 
 @pytest.fixture

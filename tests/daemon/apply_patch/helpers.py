@@ -8,7 +8,8 @@ from pathlib import Path
 from airlock.daemon.fsio import is_temp_file
 
 REPO = Path(__file__).resolve().parents[3]
-CONFORMANCE = REPO.parent / "shared" / "conformance" / "codex-apply-patch"
+# Codex's scenarios, vendored (Apache-2.0; provenance and licence in conformance/SOURCE.md).
+CONFORMANCE = Path(__file__).resolve().parent / "conformance"
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

@@ -3,7 +3,7 @@
 Each scenario directory: copy ``input/`` into a fresh workspace, apply
 ``patch.txt`` once (the outcome of the call is ignored, as upstream ignores
 the exit status), then compare the whole tree, files and directories, byte
-for byte with ``expected/``. The deliberate divergences (DESIGN.md) are
+for byte with ``expected/``. The deliberate divergences (docs/apply-patch.md) are
 asserted explicitly: 010 and 011 are refused with ``conflict`` and 015 leaves
 nothing written.
 """
@@ -49,8 +49,7 @@ def _workspace(tmp_path: Path) -> tuple[Workspace, Path]:
 
 
 def test_fixtures_present() -> None:
-    if not SCENARIOS.is_dir():
-        pytest.skip(f"conformance fixtures absent: {SCENARIOS} does not exist in this checkout")
+    assert SCENARIOS.is_dir(), f"vendored conformance fixtures missing: {SCENARIOS}"
     assert len(_scenario_names()) == 23
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from airlock.daemon.context import DaemonConfig
 from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.diagnostics.types import basedpyright_argv
 from airlock.daemon.workspace import Workspace
+from tests.fakes.workspace import open_workspace
 
 TYPESCRIPT_VERSION = "5.9.3"
 
@@ -32,13 +32,8 @@ def ws_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def workspace(tmp_path: Path, ws_dir: Path) -> AsyncIterator[Workspace]:
-    ws = Workspace(
-        DaemonConfig(
-            workspace=ws_dir, artifacts_dir=tmp_path / "artifacts", state_dir=tmp_path / "state"
-        )
-    )
-    yield ws
-    await ws.ctx.diag.aclose()
+    async with open_workspace(ws_dir, tmp_path) as ws:
+        yield ws
 
 
 @pytest.fixture

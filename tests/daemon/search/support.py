@@ -13,19 +13,15 @@ from typing import Any
 
 import pytest
 
-from airlock.daemon.context import DaemonConfig
 from airlock.daemon.search.engine import ENV_OVERRIDE, resolve_engine
 from airlock.daemon.workspace import Workspace
+from tests.fakes.workspace import new_workspace
 
 Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def make_workspace(ws: Path, tmp: Path, **config: Any) -> Workspace:
-    return Workspace(
-        DaemonConfig(
-            workspace=ws, artifacts_dir=tmp / "artifacts", state_dir=tmp / "state", **config
-        )
-    )
+    return new_workspace(ws, tmp, **config)
 
 
 async def forced(

@@ -1,0 +1,66 @@
+"""The fake GitHub behind a real airlock-proxy: one fixture instead of one per module.
+
+``FakeGitHub`` (tests/fakes/github.py) serves api.github.com and github.com on
+loopback with its own CA; the proxy reaches it through ``--resolve`` and trusts
+that CA through ``--upstream-ca``; a session allows both hosts, and ``env()``
+is what a sandboxed program sees (proxy URL with the session's credentials,
+the proxy CA trusted, a private HOME).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airlock.client.proxy import ProxyClient
+from airlock.proxy.protocol import SessionInfo
+from tests.fakes.github import FakeGitHub
+from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+
+GITHUB_HOSTS = ("api.github.com", "github.com")
+
+
+@dataclass
+class GitHubBehindProxy:
+    gh: FakeGitHub
+    proxy: ProxyProcess
+    pc: ProxyClient
+    session: SessionInfo
+    home: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """A sandboxed program's environment for this session."""
+        return self.proxy.client_env(self.session, HOME=str(self.home), **extra)
+
+
+@contextlib.asynccontextmanager
+async def github_behind_proxy(
+    tmp_path: Path,
+    *,
+    org: str = "acme",
+    repos: Mapping[str, Mapping[str, str] | None] | None = None,
+    allow: Sequence[str] = GITHUB_HOSTS,
+    proxy_allow: Sequence[str] = GITHUB_HOSTS,
+    **github_kwargs: Any,
+) -> AsyncIterator[GitHubBehindProxy]:
+    """Start both, create ``repos`` (name -> files, or None for the default files)."""
+    async with FakeGitHub(tmp_path / "github", org=org, **github_kwargs) as gh:
+        for name, files in (repos or {}).items():
+            if files is None:
+                await gh.create_repo(name)
+            else:
+                await gh.create_repo(name, files=dict(files))
+        async with running_proxy(
+            tmp_path / "proxy", allow=list(proxy_allow), resolve=gh.resolve, upstream_ca=gh.ca_path
+        ) as proxy:
+            pc = proxy.client()
+            try:
+                session = await pc.create_session(allow=list(allow))
+                home = tmp_path / "home"
+                home.mkdir(exist_ok=True)
+                yield GitHubBehindProxy(gh, proxy, pc, session, home)
+            finally:
+                await pc.aclose()
