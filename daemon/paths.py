@@ -299,7 +299,7 @@ class Roots:
         return out
 
     @contextlib.contextmanager
-    def _root(self, root: Path) -> Iterator[int]:
+    def root_dir(self, root: Path) -> Iterator[int]:
         """The root's fd: kept for configured roots; a granted root is reached by a walk
         from the configured root holding it (so it cannot be raced either), or opened by
         name when it lies outside every configured root (the orchestrator's own path)."""
@@ -335,7 +335,7 @@ class Roots:
         :attr:`new_owner` when set).
         """
         if not create and openat2.available():
-            with self._root(root) as base:
+            with self.root_dir(root) as base:
                 return _beneath(base, "/".join(parts) or ".", display)
         return self._component_walk(root, list(parts), create=create, display=display, mode=mode)
 
@@ -350,7 +350,7 @@ class Roots:
         ``..`` never above the root the walk is in. Every step opens relative to
         a directory fd already held, so nothing swapped meanwhile can lead out.
         """
-        with self._root(root) as base:
+        with self.root_dir(root) as base:
             stack = [os.dup(base)]
         pending = list(reversed(parts))
         links = 0
@@ -392,7 +392,7 @@ class Roots:
                         if landed is None:
                             raise _escape(display) from None
                         new_root, rest = landed
-                        with self._root(new_root) as new_base:
+                        with self.root_dir(new_root) as new_base:
                             fresh = os.dup(new_base)
                         for held in stack:
                             os.close(held)
