@@ -95,8 +95,14 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
             "output_mode='files_with_matches' or 'count'."
         )
     if stderr:
-        first = stderr.splitlines()[0][:300]
-        notes.append(f"Some files could not be searched, results may be partial: {first}")
+        # The engine's own words are not quoted: it names paths it met while walking, and
+        # a directory swapped for a symlink mid-walk would make those outside names.
+        errors = len(stderr.splitlines())
+        notes.append(
+            f"Some files could not be searched ({errors} engine error"
+            f"{'' if errors == 1 else 's'}: unreadable, vanished or changed while searched); "
+            "results may be partial. Retry, or narrow path."
+        )
     if not req.include_ignored:
         notes.extend(await asyncio.to_thread(_ignore_notes, ctx, root, rel, is_dir, not rows))
 
