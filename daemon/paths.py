@@ -574,6 +574,11 @@ class Anchor:
         try:
             fd = os.open(self.name, _FILE_FLAGS, dir_fd=self.dir_fd)
         except OSError as exc:
+            if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+                # A socket (or a device without a driver) cannot be opened at all.
+                st = self.lstat()
+                if st is not None:
+                    check_regular(st, self.display)
             if exc.errno == errno.ELOOP:
                 raise InvalidRequest(
                     f"{self.display} is a symbolic link (or became one while the call ran); "
