@@ -202,7 +202,8 @@ class _Pager:
         self.first_cut: str | None = None
         self.first_len = 0
         self.newlines = 0
-        self.last_segment_empty = True
+        self.tail_len = 0  # characters after the last newline so far
+        self.ends_cr = False
 
     def _keep(self, piece: str) -> None:
         self.cur_len += len(piece)
@@ -238,7 +239,9 @@ class _Pager:
         if not text:
             return
         self.newlines += text.count("\n")
-        self.last_segment_empty = text.endswith("\n")
+        last_nl = text.rfind("\n")
+        self.tail_len = len(text) - last_nl - 1 if last_nl >= 0 else self.tail_len + len(text)
+        self.ends_cr = text.endswith("\r")
         pos, end = 0, len(text)
         while pos < end:
             if self.done:
@@ -263,17 +266,27 @@ class _Pager:
             self.line_no += 1
             pos = nl + 1
 
-    def finish(self, strip_cr: bool) -> None:
-        """End of file: an unterminated last line counts as a line."""
-        if not self.last_segment_empty and self.collecting and not self.done:
-            if strip_cr and self.buf and self.buf[-1].endswith("\r"):
+    def finish(self, strip_cr: bool) -> int:
+        """End of file: an unterminated last line counts as a line; returns its length.
+
+        ``decode`` drops a final ``\r`` from the unterminated last segment of a
+        mixed-ending file; so does this, so both agree on every page.
+        """
+        tail = self.tail_len
+        if strip_cr and self.ends_cr and tail > 0:
+            tail -= 1
+            if self.collecting and not self.done and self.buf_len == self.cur_len:
                 self.buf[-1] = self.buf[-1][:-1]
                 self.buf_len -= 1
-                self.cur_len -= 1
+            self.cur_len -= 1
+        if tail > 0 and self.collecting and not self.done:
             self._finish_line()
+        return tail
 
 
-def page_stream(fd: int, path: str, offset: int, limit: int, budget: int) -> StreamPage:
+def page_stream(
+    fd: int, path: str, offset: int, limit: int, budget: int, *, chunk: int = STREAM_CHUNK
+) -> StreamPage:
     """A page of the text file open at ``fd``, read from its start in bounded chunks.
 
     Raises ``BinaryFile`` (NUL bytes win over invalid UTF-8, as in
@@ -291,15 +304,15 @@ def page_stream(fd: int, path: str, offset: int, limit: int, budget: int) -> Str
     crlf = lf = 0
     first = True
     while True:
-        chunk = os.pread(fd, STREAM_CHUNK, pos)
-        final = not chunk
-        pos += len(chunk)
+        raw = os.pread(fd, max(chunk, len(BOM)) if first else chunk, pos)
+        final = not raw
+        pos += len(raw)
         if first:
             first = False
-            if chunk.startswith(BOM):
+            if raw.startswith(BOM):
                 bom = True
-                chunk = chunk[len(BOM) :]
-        if b"\x00" in chunk:
+                raw = raw[len(BOM) :]
+        if b"\x00" in raw:
             raise _nul_error(path)
         if bad_at is not None:
             if final:
@@ -307,14 +320,14 @@ def page_stream(fd: int, path: str, offset: int, limit: int, budget: int) -> Str
             continue
         try:
             pending = len(decoder.getstate()[0])
-            text = decoder.decode(chunk, final=final)
+            text = decoder.decode(raw, final=final)
         except UnicodeDecodeError as exc:
             bad_at = consumed - pending + exc.start
             if final:
                 break
-            consumed += len(chunk)
+            consumed += len(raw)
             continue
-        consumed += len(chunk)
+        consumed += len(raw)
         text = carry + text
         carry = ""
         if text.endswith("\r") and not final:
@@ -333,9 +346,9 @@ def page_stream(fd: int, path: str, offset: int, limit: int, budget: int) -> Str
     ending: LineEnding = (
         "none" if lf == 0 else "crlf" if crlf == lf else "lf" if crlf == 0 else "mixed"
     )
-    pager.finish(strip_cr=ending == "mixed")
-    total = pager.newlines + (0 if pager.last_segment_empty else 1)
-    final_newline = pager.last_segment_empty and total > 0
+    tail = pager.finish(strip_cr=ending == "mixed")
+    total = pager.newlines + (1 if tail > 0 else 0)
+    final_newline = tail == 0 and total > 0
     if total == 0 or offset > total:
         if offset > 1 and offset > total:
             raise InvalidRequest(
