@@ -38,20 +38,20 @@ class _OpenHow(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
 _syscall.restype = ctypes.c_long
+_syscall.argtypes = (
+    ctypes.c_long,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.POINTER(_OpenHow),
+    ctypes.c_size_t,
+)
 _HOW_SIZE = ctypes.sizeof(_OpenHow)
 
 
 def openat2(dir_fd: int, path: str, flags: int, resolve: int, mode: int = 0) -> int:
     """The raw call; raises ``OSError`` with the kernel's errno like ``os.open`` does."""
     how = _OpenHow(flags, mode, resolve)
-    raw = os.fsencode(path)
-    fd = _syscall(
-        ctypes.c_long(SYS_OPENAT2),
-        ctypes.c_int(dir_fd),
-        ctypes.c_char_p(raw),
-        ctypes.byref(how),
-        ctypes.c_size_t(_HOW_SIZE),
-    )
+    fd = _syscall(SYS_OPENAT2, dir_fd, os.fsencode(path), how, _HOW_SIZE)
     if fd < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), path)
@@ -72,10 +72,12 @@ def _probe() -> bool:
 
 
 def available() -> bool:
-    """True when paths should be resolved with ``openat2`` (not forced off, kernel has it)."""
-    if os.environ.get("AIRLOCK_RESOLVER", "").strip().lower() == "walk":
-        return False
-    return _AVAILABLE
+    """True when paths should be resolved with ``openat2`` (not forced off, kernel has it).
+
+    The environment is read on every call (a dict lookup) so a test or the bench can
+    switch paths in one process.
+    """
+    return _AVAILABLE and os.environ.get("AIRLOCK_RESOLVER") != "walk"
 
 
 _AVAILABLE = _probe()

@@ -58,55 +58,70 @@ def sniff_image(head: bytes) -> str | None:
 def _resolve_and_read(
     ctx: ToolContext, raw: str, granted: list[str], offset: int, limit: int, budget: int
 ) -> TextFile | ImageFile:
-    """Resolution stats every path component, so it runs in the same worker thread as the read."""
-    resolved = ctx.resolve(raw, intent="read", granted=granted)
-    return _read_sync(ctx, resolved, offset, limit, budget)
+    """Resolve and open in one step through the resolver (``Roots.open_for_read``), in the
+    worker thread that then reads."""
+    resolved, fd, st = ctx.roots.open_for_read(raw, granted)
+    try:
+        return _read_open(ctx, resolved, fd, st, offset, limit, budget)
+    finally:
+        os.close(fd)
 
 
 def _read_sync(
     ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int, budget: int
 ) -> TextFile | ImageFile:
-    """Open through the resolver (regular files only), then read what the page needs.
+    with ctx.roots.open_regular(resolved) as (fd, st):
+        return _read_open(ctx, resolved, fd, st, offset, limit, budget)
+
+
+def _read_open(
+    ctx: ToolContext,
+    resolved: ResolvedPath,
+    fd: int,
+    st: os.stat_result,
+    offset: int,
+    limit: int,
+    budget: int,
+) -> TextFile | ImageFile:
+    """Read what the page needs from a regular file the resolver opened.
 
     A file above ``STREAM_THRESHOLD`` is decoded and paged as a stream
     (:func:`airlock.daemon.text.page_stream`), so the memory a read costs is
     the page it returns plus a constant, not a multiple of the file.
     """
     display = resolved.display
-    with ctx.roots.open_regular(resolved) as (fd, st):
-        size = st.st_size
-        image_limit = ctx.config.max_image_bytes
-        text_limit = ctx.config.max_text_bytes
-        small = size <= STREAM_THRESHOLD
-        # A small file is read at once and sniffed from memory; above the threshold
-        # the head decides what it is before anything big is read.
-        data = read_all(fd, size) if small else None
-        head = data[:16] if data is not None else os.pread(fd, 16, 0)
-        mime = sniff_image(head)
-        if mime is not None:
-            if size > image_limit:
-                raise TooLarge(
-                    f"{display} is a {size}-byte image, over the "
-                    f"{image_limit}-byte limit for images",
-                    {"path": display, "bytes": size},
-                )
-            if data is None:
-                data = read_all(fd, size)
-            return ImageFile(
-                path=display,
-                mime=mime,
-                data_base64=base64.b64encode(data).decode(),
-                bytes=len(data),
-            )
-        if size > text_limit:
+    size = st.st_size
+    image_limit = ctx.config.max_image_bytes
+    text_limit = ctx.config.max_text_bytes
+    small = size <= STREAM_THRESHOLD
+    # A small file is read at once and sniffed from memory; above the threshold
+    # the head decides what it is before anything big is read.
+    data = read_all(fd, size) if small else None
+    head = data[:16] if data is not None else os.pread(fd, 16, 0)
+    mime = sniff_image(head)
+    if mime is not None:
+        if size > image_limit:
             raise TooLarge(
-                f"{display} is {size} bytes, over the {text_limit}-byte limit; "
-                "read part of it with exec (e.g. head -c)",
-                {"path": display, "bytes": size, "limit": text_limit},
+                f"{display} is a {size}-byte image, over the {image_limit}-byte limit for images",
+                {"path": display, "bytes": size},
             )
         if data is None:
-            page = page_stream(fd, display, offset, limit, budget)
-            return _page_result(display, page)
+            data = read_all(fd, size)
+        return ImageFile(
+            path=display,
+            mime=mime,
+            data_base64=base64.b64encode(data).decode(),
+            bytes=len(data),
+        )
+    if size > text_limit:
+        raise TooLarge(
+            f"{display} is {size} bytes, over the {text_limit}-byte limit; "
+            "read part of it with exec (e.g. head -c)",
+            {"path": display, "bytes": size, "limit": text_limit},
+        )
+    if data is None:
+        page = page_stream(fd, display, offset, limit, budget)
+        return _page_result(display, page)
     decoded = decode(data, path=display)
     return page_text(display, decoded.text, decoded.line_ending, decoded.bom, offset, limit, budget)
 
