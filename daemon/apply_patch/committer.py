@@ -22,6 +22,7 @@ light journal that only lets recovery sweep its temp file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,7 +31,13 @@ from airlock.daemon.apply_patch.journal import Journal, missing_dirs
 from airlock.daemon.errors import AirlockError, Internal
 from airlock.daemon.fsio import CommitFailed, PlannedWrite, apply_one, verify_unchanged
 from airlock.daemon.fsio import roll_back as fsio_roll_back
-from airlock.daemon.paths import Roots
+from airlock.daemon.paths import Roots, walk_error
+
+# A write that failed on one of these found its path changed under it (a race with
+# another process), which is the caller's to retry, not an internal error.
+_PATH_ERRNOS = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EXDEV}
+)
 
 
 def remove_dir(roots: Roots, made: str) -> None:
@@ -84,8 +91,13 @@ def commit(
         except (OSError, AirlockError) as exc:
             restored, unrestored = roll_back(roots, done, created)
             journal.close()
-            if isinstance(exc, AirlockError) and not done:
-                raise  # nothing had landed: the resolver's own error says it best
+            if not done:
+                # Nothing had landed: the resolver's own words say it best (a path that
+                # changed under us is path_escape / not_found, not an internal error).
+                if isinstance(exc, AirlockError):
+                    raise
+                if exc.errno in _PATH_ERRNOS:
+                    raise walk_error(exc, write.display) from exc
             raise CommitFailed(write, exc, restored, unrestored) from exc
         done.append(write)
     journal.close()
