@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from airlock.daemon.apply_patch.committer import commit, failure_error
 from airlock.daemon.apply_patch.journal import journal_root, recover_all
@@ -30,7 +29,6 @@ from airlock.daemon.protocol import AppliedFile, ApplyPatchInput, ApplyPatchOutp
 from airlock.daemon.tools.editing import editing, finish_even_if_cancelled
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _LETTER = {"add": "A", "update": "M", "move": "M", "delete": "D"}
 

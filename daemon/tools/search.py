@@ -98,10 +98,12 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
         # The engine's own words are not quoted: it names paths it met while walking, and
         # a directory swapped for a symlink mid-walk would make those outside names.
         errors = len(stderr.splitlines())
+        kinds = [k for k in _ERROR_KINDS if k.lower() in stderr.lower()]
+        why = ", ".join(kinds) if kinds else "unreadable, vanished or changed while searched"
         notes.append(
             f"Some files could not be searched ({errors} engine error"
-            f"{'' if errors == 1 else 's'}: unreadable, vanished or changed while searched); "
-            "results may be partial. Retry, or narrow path."
+            f"{'' if errors == 1 else 's'}: {why}); results may be partial. Retry, or narrow "
+            "path."
         )
     if not req.include_ignored:
         notes.extend(await asyncio.to_thread(_ignore_notes, ctx, root, rel, is_dir, not rows))
@@ -121,6 +123,17 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
         notes=notes,
     )
     return page.build()
+
+
+# What an engine's complaint may be quoted as: fixed phrases only, never its paths.
+_ERROR_KINDS = (
+    "Permission denied",
+    "No such file or directory",
+    "Is a directory",
+    "Input/output error",
+    "Too many levels of symbolic links",
+    "File name too long",
+)
 
 
 def _probe(ctx: ToolContext, target: ResolvedPath) -> bool:
