@@ -310,12 +310,16 @@ async def search_rg(
             and bool(outcome.stderr.strip())
             and not is_io_error(outcome.stderr)
         )
+        code = outcome.exit_code
+        killed_by_us = outcome.capped or outcome.stopped
+        died = -code if code is not None and code < 0 and not killed_by_us else None
         return EngineResult(
             rows=rows,
-            complete=outcome.complete,
+            complete=outcome.complete and died is None,
             capped=outcome.capped,
             presorted=sort,
             stderr=outcome.stderr.strip() if outcome.exit_code == 2 else "",
             failed=failed,
+            died=died,
         )
     raise AssertionError("unreachable: the sorted phase always returns")

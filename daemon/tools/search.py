@@ -94,6 +94,12 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
             "later results were not read; narrow path, glob or pattern, or use "
             "output_mode='files_with_matches' or 'count'."
         )
+    if result.died is not None:
+        notes.append(
+            f"The search engine stopped early (signal {result.died}), so results are "
+            "incomplete. An ignore file that never ends (a .gitignore linked to /dev/zero, "
+            "say) is the usual cause: pass include_ignored=true, which reads no ignore files."
+        )
     if stderr:
         # The engine's own words are not quoted: it names paths it met while walking, and
         # a directory swapped for a symlink mid-walk would make those outside names.

@@ -4,6 +4,7 @@ symlink loops, a 1,500-deep tree, over-long names, ``a.txt/b`` when ``a.txt`` is
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -63,16 +64,20 @@ async def test_edge_inputs_get_envelopes(tmp_path: Path, resolver: str) -> None:
         ("file_list", {"path": "/".join(["d"] * 1200), "depth": 10}, {"ok", "invalid_request"}),
         ("file_search", {"pattern": "deep", "path": "."}, {"ok"}),
     ]
-    async with daemon_for(ws, resolver) as daemon, daemon.client() as client:
-        for tool, args, allowed in cases:
-            try:
-                await client.call(tool, args)
-                code = "ok"
-            except AirlockError as exc:
-                code = str(exc.code)
-                assert code != "internal", (tool, str(args)[:120], exc.message[:300])
-            assert code in allowed, (tool, str(args)[:120], code)
-    assert (ws / "a.txt").read_text() == "a\n"
+    try:
+        async with daemon_for(ws, resolver) as daemon, daemon.client() as client:
+            for tool, args, allowed in cases:
+                try:
+                    await client.call(tool, args)
+                    code = "ok"
+                except AirlockError as exc:
+                    code = str(exc.code)
+                    assert code != "internal", (tool, str(args)[:120], exc.message[:300])
+                assert code in allowed, (tool, str(args)[:120], code)
+        assert (ws / "a.txt").read_text() == "a\n"
+    finally:
+        # shutil.rmtree (pytest's tmp cleanup) recurses once per level: remove it here.
+        subprocess.run(["rm", "-rf", str(ws / "d")], check=True)
 
 
 @pytest.mark.parametrize("length", [256, 5000])
