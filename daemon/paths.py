@@ -296,12 +296,15 @@ class Roots:
     # string to open again.
 
     def root_fd(self, root: Path) -> int:
-        """A kept ``O_PATH`` fd of a configured root; others are opened per call by the caller."""
+        """A kept ``O_RDONLY | O_DIRECTORY`` fd of a configured root, opened on first use."""
         key = str(root)
         fd = self._fds.get(key)
         if fd is None:
-            fd = os.open(key, _DIR_FLAGS)
-            self._fds[key] = fd
+            opened = os.open(key, _DIR_FLAGS)
+            # Two worker threads may open it at once: one fd is kept, the other closed.
+            fd = self._fds.setdefault(key, opened)
+            if fd != opened:
+                os.close(opened)
         return fd
 
     def _configured(self) -> list[Path]:
