@@ -17,6 +17,7 @@ Run alone: ``.venv/bin/python -m bench.bench_apply_patch``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -27,7 +28,9 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bench.report import table
 from tests.fakes.daemon_harness import running_daemon
@@ -149,12 +152,26 @@ def time_agents(python: Path, work: Path, expected_text: str, body: str) -> list
     return times
 
 
+def _daemon_kwargs(tree: Path | None) -> dict[str, Any]:
+    """An airlockd from another source tree (``git archive`` of an older commit), or ours."""
+    if tree is None:
+        return {}
+    text = str(tree.resolve())
+    # `python -m` puts the working directory first on sys.path: start it in the tree.
+    return {"env": {"PYTHONPATH": text}, "command_prefix": ("env", "-C", text)}
+
+
 async def time_socket(
-    ws: Path, files: dict[str, tuple[bytes, bytes]], patch_text: str, diagnostics: bool, reps: int
+    ws: Path,
+    files: dict[str, tuple[bytes, bytes]],
+    patch_text: str,
+    diagnostics: bool,
+    reps: int,
+    tree: Path | None = None,
 ) -> list[float]:
     """Median-ready timings of one apply_patch call; ``files`` maps name -> (before, after)."""
     times: list[float] = []
-    async with running_daemon(ws) as daemon, daemon.client() as client:
+    async with running_daemon(ws, **_daemon_kwargs(tree)) as daemon, daemon.client() as client:
         for rep in range(reps + 2):
             for name, (before, _after) in files.items():
                 (ws / name).write_bytes(before)
@@ -188,15 +205,22 @@ def split_case() -> tuple[dict[str, tuple[bytes, bytes]], str]:
     return files, "*** Begin Patch\n" + "\n".join(body) + "\n*** End Patch\n"
 
 
-def main() -> None:
+def main(argv: Sequence[str] = ()) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_apply_patch")
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="also time an airlockd from this source tree (before/after in one run)",
+    )
+    args = parser.parse_args(list(argv))
     base = Path(tempfile.mkdtemp(prefix="al-bap-"))
     try:
-        asyncio.run(run(base))
+        asyncio.run(run(base, args.baseline_tree))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-async def run(base: Path) -> None:
+async def run(base: Path, baseline_tree: Path | None = None) -> None:
     lines = make_source()
     after, body, _ = make_edit(lines)
     original = ("\n".join(lines) + "\n").encode()
@@ -224,9 +248,24 @@ async def run(base: Path) -> None:
 
     git_times = time_git_apply(git_dir, original, diff_path, expected)
     single = {"big.py": (original, expected)}
-    ours = await time_socket(ws, single, patch_text, diagnostics=False, reps=REPS)
     split_files, split_patch = split_case()
-    ours_split = await time_socket(ws, split_files, split_patch, diagnostics=False, reps=REPS)
+    ours: list[float] = []
+    ours_split: list[float] = []
+    base_single: list[float] = []
+    base_split: list[float] = []
+    # With a baseline tree, both daemons are timed in alternating halves, so drifting
+    # machine load falls on both alike.
+    halves = 2 if baseline_tree is not None else 1
+    for _ in range(halves):
+        ours += await time_socket(ws, single, patch_text, False, REPS // halves)
+        ours_split += await time_socket(ws, split_files, split_patch, False, REPS // halves)
+        if baseline_tree is not None:
+            base_single += await time_socket(
+                ws, single, patch_text, False, REPS // halves, baseline_tree
+            )
+            base_split += await time_socket(
+                ws, split_files, split_patch, False, REPS // halves, baseline_tree
+            )
     # With diagnostics the checks of a 50,000-line file dominate; a few reps show it.
     ours_diag = await time_socket(ws, single, patch_text, diagnostics=True, reps=DIAGNOSTICS_REPS)
     python = ensure_agents_venv()
@@ -245,6 +284,9 @@ async def run(base: Path) -> None:
 
     row("airlockd apply_patch over socket (diagnostics off)", ours)
     row("  same edit over 4 files (journalled, fsynced before-images)", ours_split)
+    if baseline_tree is not None:
+        row(f"baseline {baseline_tree.name}: apply_patch (diagnostics off)", base_single)
+        row(f"baseline {baseline_tree.name}: same edit over 4 files", base_split)
     row("airlockd apply_patch over socket (diagnostics on)", ours_diag)
     row("git apply (subprocess)", git_times)
     if agents_times:
@@ -258,9 +300,16 @@ async def run(base: Path) -> None:
     print(
         "targets: airlockd (diagnostics off) ratio vs git apply < 1.0, ratio vs apply_diff <= 1.5"
     )
+    if baseline_tree is not None:
+        one = statistics.median(ours) / statistics.median(base_single)
+        four = statistics.median(ours_split) / statistics.median(base_split)
+        print(
+            f"this tree / baseline tree, median: single file {one:.3f}, four files {four:.3f} "
+            "(target <= 1.10 for the race-free resolver)"
+        )
     if os.environ.get("BENCH_JSON"):
         print(json.dumps({"rows": rows}))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

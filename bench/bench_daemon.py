@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -183,6 +184,85 @@ async def measure_all(base: Path, rounds: int, per_round: int, baseline_tree: Pa
     )
 
 
+def _old_read(ctx: Any, raw: str) -> Any:
+    """The pre-hardening file_read path, kept only here as the resolver baseline: resolve
+    by name (realpath), then open the path string again (the race the new resolver closes)."""
+    from airlock.daemon.text import decode
+    from airlock.daemon.tools.read import page_text
+
+    resolved = ctx.resolve(raw, intent="read")
+    fd = os.open(resolved.real, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+    finally:
+        os.close(fd)
+    decoded = decode(data, path=resolved.display)
+    return page_text(
+        resolved.display, decoded.text, decoded.line_ending, decoded.bom, 1, 2000, 100_000
+    )
+
+
+def resolver_micro(rounds: int, per_round: int) -> None:
+    """file_read's in-process resolve+read, race-free resolver vs the old name-based one.
+
+    Same process, same file, interleaved rounds (order alternating), medians of the
+    per-round p50s: the socket round trip, which dominates and drifts with the
+    machine's load, is left out so the resolver's own cost shows.
+    """
+    from airlock.daemon import openat2
+    from airlock.daemon.context import DaemonConfig, ToolContext
+    from airlock.daemon.tools.read import _resolve_and_read
+
+    base = Path(tempfile.mkdtemp(prefix="al-br-"))
+    try:
+        ws = base / "ws" / "src" / "pkg"
+        ws.mkdir(parents=True)
+        (ws / "file.txt").write_text(("0123456789abcdef" * 4 + "\n") * 63)
+        ctx = ToolContext.create(DaemonConfig(workspace=base / "ws", artifacts_dir=base / "a"))
+        raw = "src/pkg/file.txt"
+        variants: dict[str, Any] = {
+            "old: realpath, then open by name": lambda: _old_read(ctx, raw),
+            "new: openat2 beneath the root fd": lambda: _resolve_and_read(
+                ctx, raw, [], 1, 2000, 100_000
+            ),
+        }
+        assert (
+            variants["old: realpath, then open by name"]()
+            == variants["new: openat2 beneath the root fd"]()
+        )
+        p50s: dict[str, list[float]] = {name: [] for name in variants}
+        p50s["new: component walk (AIRLOCK_RESOLVER=walk)"] = []
+        for number in range(rounds):
+            names = list(p50s) if number % 2 == 0 else list(p50s)[::-1]
+            for name in names:
+                walk = name.startswith("new: component")
+                if walk:
+                    os.environ["AIRLOCK_RESOLVER"] = "walk"
+                fn = variants.get(name, variants["new: openat2 beneath the root fd"])
+                lat: list[float] = []
+                for _ in range(per_round):
+                    t = time.perf_counter()
+                    fn()
+                    lat.append((time.perf_counter() - t) * 1e6)
+                if walk:
+                    os.environ.pop("AIRLOCK_RESOLVER", None)
+                p50s[name].append(percentile(lat, 50))
+        old = statistics.median(p50s["old: realpath, then open by name"])
+        rows = [
+            (name, statistics.median(v), statistics.median(v) / old) for name, v in p50s.items()
+        ]
+        print(
+            f"resolve+read of a 4 KiB file, in process: {rounds} interleaved rounds of "
+            f"{per_round} calls; medians of per-round p50 (openat2 available: "
+            f"{openat2.available()})"
+        )
+        print(table(["file_read path", "p50 us", "ratio vs old"], rows))
+        print("target: new/old <= 1.10")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_daemon")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
@@ -190,8 +270,15 @@ def main(argv: Sequence[str] = ()) -> None:
     parser.add_argument(
         "--baseline-tree", type=Path, help="also measure an airlockd from this source tree"
     )
+    parser.add_argument(
+        "--resolver-only",
+        action="store_true",
+        help="only the in-process resolver comparison (race-free vs the old name-based one)",
+    )
     args = parser.parse_args(list(argv))
-    asyncio.run(run(args.rounds, args.per_round, args.baseline_tree))
+    resolver_micro(max(args.rounds, 5), max(args.per_round, 2000))
+    if not args.resolver_only:
+        asyncio.run(run(args.rounds, args.per_round, args.baseline_tree))
 
 
 if __name__ == "__main__":

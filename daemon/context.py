@@ -7,6 +7,7 @@ exactly that) and nothing is shared by accident.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -67,6 +68,14 @@ class DaemonConfig:
         return Path(self.state_dir)
 
 
+def new_file_owner(user: ExecUser | None) -> tuple[int, int] | None:
+    """Who owns what the file tools create: the exec user when the daemon runs as root
+    (so the agent can edit it); otherwise nobody is chowned (files are the daemon's)."""
+    if user is None or os.geteuid() != 0 or user.is_current:
+        return None
+    return (user.uid, user.gid)
+
+
 @dataclass
 class ToolContext:
     config: DaemonConfig
@@ -87,6 +96,7 @@ class ToolContext:
             extra=config.extra_roots,
             artifacts=config.artifacts,
             guard=GeneratedFileGuard(config.generated_files, config.generated_dirs),
+            new_owner=new_file_owner(config.exec_user),
         )
         ctx = cls(config=config, roots=roots)
         ctx.diagnostics = DiagnosticsService(

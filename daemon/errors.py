@@ -17,6 +17,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"
     PATH_ESCAPE = "path_escape"
     GENERATED_FILE = "generated_file"
+    READ_ONLY = "read_only"
     NOT_FOUND = "not_found"
     UNKNOWN_TOOL = "unknown_tool"
     IS_DIRECTORY = "is_directory"
@@ -37,6 +38,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.PATH_ESCAPE: 403,
     ErrorCode.GENERATED_FILE: 403,
+    ErrorCode.READ_ONLY: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.UNKNOWN_TOOL: 404,
     ErrorCode.IS_DIRECTORY: 400,
@@ -88,6 +90,12 @@ class PathEscape(AirlockError):
 
 class GeneratedFile(AirlockError):
     code = ErrorCode.GENERATED_FILE
+
+
+class ReadOnly(AirlockError):
+    """The file's mode gives its owner no write bit: edits are refused, as Codex does."""
+
+    code = ErrorCode.READ_ONLY
 
 
 class NotFound(AirlockError):
@@ -146,6 +154,7 @@ ERROR_TYPES: dict[ErrorCode, type[AirlockError]] = {
         Forbidden,
         PathEscape,
         GeneratedFile,
+        ReadOnly,
         NotFound,
         UnknownTool,
         IsDirectory,

@@ -1,9 +1,13 @@
-"""The one atomic writer, and the locks that serialise writes.
+"""The one atomic writer, the one regular-file reader, and the locks that serialise writes.
 
-A write goes to a temp file in the target's own directory (so the rename
-cannot cross a filesystem), takes the old file's mode, is fsynced, then renamed
-over the target, and the directory is fsynced so the rename itself survives a
-crash. Temp files carry a fixed marker so a restart can sweep any left behind.
+Everything here works on fds handed out by the resolver (:mod:`airlock.daemon.paths`):
+a write goes to a temp file created with ``O_EXCL | O_NOFOLLOW`` in the target's
+own directory fd (so the rename cannot cross a file system or a swapped
+directory), takes the old file's mode, owner and group, is fsynced, then
+renamed over the target with ``renameat``, and the directory fd is fsynced so
+the rename itself survives a crash. Temp files carry a fixed marker so a
+restart can sweep any left behind. A file whose mode gives its owner no write
+bit is refused with ``read_only`` and nothing is written.
 """
 
 from __future__ import annotations
@@ -17,106 +21,155 @@ import stat
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 
-from airlock.daemon.errors import Internal, IsDirectory, NotFound, StaleWrite, TooLarge
+from airlock.daemon.errors import Internal, NotFound, ReadOnly, StaleWrite, TooLarge
+from airlock.daemon.paths import Anchor, ResolvedPath, Roots
 
 TEMP_MARKER = ".airlock-tmp-"
 DEFAULT_FILE_MODE = 0o644
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def temp_path_for(target: Path) -> Path:
-    return target.with_name(f"{TEMP_MARKER}{secrets.token_hex(6)}-{target.name}"[:255])
+def temp_name_for(name: str) -> str:
+    return f"{TEMP_MARKER}{secrets.token_hex(6)}-{name}"[:255]
 
 
 def is_temp_file(name: str) -> bool:
     return name.startswith(TEMP_MARKER)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _umask_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return DEFAULT_FILE_MODE & ~umask
 
 
-def current_mode(target: Path) -> int | None:
-    try:
-        return stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        return None
+def refuse_read_only(st: os.stat_result, display: str) -> None:
+    """``read_only`` for a file whose owner has no write bit (Codex refuses those too)."""
+    if not st.st_mode & stat.S_IWUSR:
+        raise ReadOnly(
+            f"{display} is read-only (mode {stat.S_IMODE(st.st_mode):04o}: its owner has no "
+            "write permission), so it is not edited; nothing was written. Make it writable "
+            "with exec (chmod u+w) first if changing it is really intended.",
+            {"path": display, "mode": f"{stat.S_IMODE(st.st_mode):04o}"},
+        )
 
 
-def atomic_write(
-    target: Path,
+def read_all(fd: int, size_hint: int) -> bytes:
+    """Everything from the current offset to end of file (which may have grown since fstat)."""
+    chunk = os.read(fd, size_hint + 1)
+    if len(chunk) == size_hint:
+        return chunk
+    parts = [chunk]
+    while chunk:
+        chunk = os.read(fd, 1 << 16)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def read_file_bytes(
+    roots: Roots, resolved: ResolvedPath, *, max_bytes: int | None = None
+) -> tuple[bytes, os.stat_result]:
+    """Read a regular file through the resolver, with the errors every tool wants."""
+    display = resolved.display
+    with roots.open_regular(resolved) as (fd, st):
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise TooLarge(
+                f"{display} is {st.st_size} bytes, over the {max_bytes}-byte limit; "
+                "read part of it with exec (e.g. head -c)",
+                {"path": display, "bytes": st.st_size, "limit": max_bytes},
+            )
+        return read_all(fd, st.st_size), st
+
+
+def write_at(
+    anchor: Anchor,
     data: bytes,
     *,
-    mode: int | None = None,
-    create_dirs: bool = False,
-    exclusive: bool = False,
+    mode: int | None,
+    owner: tuple[int, int] | None,
+    exclusive: bool,
 ) -> None:
-    """Replace ``target`` with ``data`` atomically.
+    """Replace (or, ``exclusive``, create) ``anchor.name`` with ``data`` atomically.
 
-    ``mode`` defaults to the existing file's mode (new files get 0644 less the
-    umask). ``exclusive`` refuses to replace an existing file: the final step is
-    then a hard link, which fails if something appeared at ``target`` meanwhile,
-    so an Add can never clobber a file created concurrently.
+    An existing regular file's mode (permission bits only), owner and group are
+    kept; a new file gets ``mode`` (else 0644 less the umask) and ``owner``
+    (the exec user's, when the daemon runs as root). ``exclusive`` links the
+    temp file into place, which fails if anything appeared at the name
+    meanwhile, so an add never clobbers a concurrent file.
     """
-    parent = target.parent
-    if create_dirs:
-        parent.mkdir(parents=True, exist_ok=True)
+    dir_fd, name = anchor.dir_fd, anchor.name
+    current = None if exclusive else anchor.lstat()
+    if current is not None and stat.S_ISREG(current.st_mode):
+        refuse_read_only(current, anchor.display)
+        mode = stat.S_IMODE(current.st_mode) & 0o777
+        owner = (current.st_uid, current.st_gid)
     if mode is None:
-        mode = current_mode(target)
-    if mode is None:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = DEFAULT_FILE_MODE & ~umask
-    tmp = temp_path_for(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        mode = _umask_mode()
+    tmp = temp_name_for(name)
+    fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         try:
             view = memoryview(data)
             while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fchmod(fd, mode)
+                view = view[os.write(fd, view) :]
+            if owner is not None and (owner[0] != os.geteuid() or owner[1] != os.getegid()):
+                # Only root may give a file away; an unprivileged daemon keeps its own.
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, *owner)
+            os.fchmod(fd, mode & 0o777)
             os.fsync(fd)
         finally:
             os.close(fd)
         if exclusive:
-            os.link(tmp, target)
-            os.unlink(tmp)
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=dir_fd)
         else:
-            os.replace(tmp, target)
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
-    fsync_dir(parent)
+    os.fsync(dir_fd)
 
 
-def read_file_bytes(path: Path, *, display: str, max_bytes: int | None = None) -> bytes:
-    """Read a regular file, with the errors every tool wants."""
+def remove_at(anchor: Anchor) -> None:
+    """Unlink ``anchor.name`` (a file, never a directory) and make it durable."""
+    os.unlink(anchor.name, dir_fd=anchor.dir_fd)
+    os.fsync(anchor.dir_fd)
+
+
+def current_at(anchor: Anchor) -> tuple[bytes | None, os.stat_result | None]:
+    """What is at ``anchor`` now: (bytes, stat) for a regular file, (None, None) when absent,
+    (a marker, stat) for anything else; special files are never opened."""
+    st = anchor.lstat()
+    if st is None:
+        return None, None
+    if not stat.S_ISREG(st.st_mode):
+        return NOT_REGULAR, st
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise NotFound(
-            f"{display} does not exist; check the path with file_list or file_search",
-            {"path": display},
-        ) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise IsDirectory(f"{display} is a directory; list it with file_list", {"path": display})
-    if max_bytes is not None and st.st_size > max_bytes:
-        raise TooLarge(
-            f"{display} is {st.st_size} bytes, over the {max_bytes}-byte limit; "
-            "read part of it with exec (e.g. head -c)",
-            {"path": display, "bytes": st.st_size, "limit": max_bytes},
+        fd = os.open(
+            anchor.name,
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            dir_fd=anchor.dir_fd,
         )
-    with open(path, "rb") as handle:
-        return handle.read()
+    except FileNotFoundError:
+        return None, None
+    except OSError:
+        return NOT_REGULAR, st
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return NOT_REGULAR, st
+        return read_all(fd, st.st_size), st
+    finally:
+        os.close(fd)
+
+
+NOT_REGULAR = b"\x00<not a regular file>"
 
 
 class PathLocks:
@@ -153,13 +206,17 @@ class PathLocks:
 
 
 class PlannedWrite:
-    """One file's planned change: ``after=None`` deletes it, ``before=None`` creates it."""
+    """One file's planned change: ``after=None`` deletes it, ``before=None`` creates it.
+
+    ``target`` is a resolved path; the write itself goes through the resolver's
+    fds (``Roots.parent``), never through ``target.real``.
+    """
 
     __slots__ = ("after", "before", "create_dirs", "display", "mode", "target")
 
     def __init__(
         self,
-        target: Path,
+        target: ResolvedPath,
         *,
         before: bytes | None,
         after: bytes | None,
@@ -211,30 +268,27 @@ class CommitFailed(Exception):
         )
 
 
-def _current_bytes(path: Path) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except (IsADirectoryError, NotADirectoryError):
-        return b"\x00<not a regular file>"
-
-
-def verify_unchanged(plans: Sequence[PlannedWrite]) -> None:
-    """Every target still holds what was planned against (or is still absent).
+def verify_unchanged(roots: Roots, plans: Sequence[PlannedWrite]) -> None:
+    """Every target still holds what was planned against (or is still absent), and none
+    is read-only.
 
     Called under the file locks right before the first write, so an edit
     planned against content that changed meanwhile writes nothing.
     """
     stale: list[str] = []
     for plan in plans:
-        current = _current_bytes(plan.target)
+        try:
+            with roots.parent(plan.target) as anchor:
+                current, st = current_at(anchor)
+        except NotFound:
+            current, st = None, None
         if plan.before is None:
-            if current is not None or os.path.lexists(plan.target):
+            if current is not None:
                 stale.append(f"{plan.display} (it now exists)")
         elif current != plan.before:
             stale.append(plan.display)
+        elif st is not None:
+            refuse_read_only(st, plan.display)
     if stale:
         raise StaleWrite(
             f"{', '.join(stale)} changed while the edit was being prepared; re-read "
@@ -244,58 +298,44 @@ def verify_unchanged(plans: Sequence[PlannedWrite]) -> None:
         )
 
 
-def apply_one(plan: PlannedWrite) -> None:
-    if plan.after is None:
-        os.unlink(plan.target)
-        fsync_dir(plan.target.parent)
-    else:
-        atomic_write(
-            plan.target,
-            plan.after,
-            mode=plan.mode,
-            create_dirs=plan.create_dirs,
-            exclusive=plan.before is None,
-        )
+def apply_one(roots: Roots, plan: PlannedWrite) -> None:
+    with roots.parent(plan.target, create_dirs=plan.create_dirs) as anchor:
+        if plan.after is None:
+            remove_at(anchor)
+        else:
+            write_at(
+                anchor,
+                plan.after,
+                mode=plan.mode,
+                owner=roots.new_owner,
+                exclusive=plan.before is None,
+            )
 
 
-def undo_one(plan: PlannedWrite) -> bool:
+def undo_one(roots: Roots, plan: PlannedWrite) -> bool:
     """Put ``plan.before`` back unless someone changed the file after we wrote it."""
-    if _current_bytes(plan.target) != plan.after:
-        return False
-    if plan.before is None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(plan.target)
-    else:
-        atomic_write(plan.target, plan.before, mode=plan.mode, create_dirs=True)
+    with roots.parent(plan.target, create_dirs=True) as anchor:
+        current, _ = current_at(anchor)
+        if current != plan.after:
+            return False
+        if plan.before is None:
+            with contextlib.suppress(FileNotFoundError):
+                remove_at(anchor)
+        elif plan.after is None:
+            write_at(anchor, plan.before, mode=plan.mode, owner=roots.new_owner, exclusive=True)
+        else:
+            write_at(anchor, plan.before, mode=plan.mode, owner=None, exclusive=False)
     return True
 
 
-def roll_back(done: Sequence[PlannedWrite]) -> tuple[list[str], list[str]]:
+def roll_back(roots: Roots, done: Sequence[PlannedWrite]) -> tuple[list[str], list[str]]:
     """Undo landed writes in reverse order; returns (restored, not restorable)."""
     restored: list[str] = []
     unrestored: list[str] = []
     for landed in reversed(done):
         try:
-            ok = undo_one(landed)
-        except OSError:
+            ok = undo_one(roots, landed)
+        except (OSError, Exception):
             ok = False
         (restored if ok else unrestored).append(landed.display)
     return restored, unrestored
-
-
-def commit_writes(plans: list[PlannedWrite]) -> None:
-    """Check nothing changed since planning, apply every plan in order, and on
-    failure undo what landed, in reverse order.
-
-    Raises ``StaleWrite`` (nothing written) or :class:`CommitFailed` naming the
-    restored and unrestorable files.
-    """
-    verify_unchanged(plans)
-    done: list[PlannedWrite] = []
-    for plan in plans:
-        try:
-            apply_one(plan)
-        except OSError as exc:
-            restored, unrestored = roll_back(done)
-            raise CommitFailed(plan, exc, restored, unrestored) from exc
-        done.append(plan)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from airlock.daemon.apply_patch.committer import commit, failure_error
 from airlock.daemon.apply_patch.journal import journal_root, recover_all
@@ -24,41 +23,33 @@ from airlock.daemon.apply_patch.planner import (
 )
 from airlock.daemon.apply_patch.planner import plan_changes as _plan_changes
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import InvalidRequest, NotFound, PathEscape
+from airlock.daemon.errors import InvalidRequest, NotFound
 from airlock.daemon.fsio import CommitFailed
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import AppliedFile, ApplyPatchInput, ApplyPatchOutput
-from airlock.daemon.tools.editing import editing
+from airlock.daemon.tools.editing import editing, finish_even_if_cancelled
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _LETTER = {"add": "A", "update": "M", "move": "M", "delete": "D"}
-
-
-async def _finish_even_if_cancelled(work: Awaitable[T]) -> T:
-    """Let a started write run to its end (and its locks be held) even if the caller goes."""
-    task = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        raise
 
 
 def _resolve_root(ctx: ToolContext, req: ApplyPatchInput, cd: str | None = None) -> ResolvedPath:
     # ``cd DIR && apply_patch <<...``: DIR is resolved like root (relative to it, confined).
     raw = req.root if cd is None else posixpath.join(req.root, cd)
     root = ctx.resolve(raw, intent="write", granted=req.granted_paths)
-    if not root.real.exists():
+    try:
+        with ctx.roots.directory(root):
+            pass
+    except NotFound:
         raise NotFound(
             f"the patch root {raw!r} does not exist; pass an existing directory as root",
             {"root": raw},
-        )
-    if not root.real.is_dir():
+        ) from None
+    except InvalidRequest:
         raise InvalidRequest(
             f"the patch root {raw!r} is a file; pass a directory as root", {"root": raw}
-        )
+        ) from None
     return root
 
 
@@ -95,16 +86,6 @@ async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutpu
         if item.move_to is not None:
             touched.append(item.move_to)
 
-    def recheck() -> None:
-        for path in touched:
-            ctx.roots.recheck(path)
-            if not path.real.is_relative_to(root.real):
-                raise PathEscape(
-                    f"{path.display} left the patch root while the patch was planned; "
-                    "nothing was written",
-                    {"path": path.display},
-                )
-
     async with (
         ctx.root_locks.hold([root.root]),
         editing(ctx, touched, diagnostics=req.diagnostics) as tracker,
@@ -113,13 +94,13 @@ async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutpu
             changes = await asyncio.to_thread(_plan_changes, ctx, resolved_ops)
             writes = [w for change in changes for w in change.writes]
             await tracker.before_write()
-            await _finish_even_if_cancelled(
+            await finish_even_if_cancelled(
                 asyncio.to_thread(
                     commit,
+                    ctx.roots,
                     writes,
                     journal_root=journal_root(ctx.config.state, ctx.roots.workspace),
                     allowed_roots=_allowed_roots(ctx, req.granted_paths),
-                    recheck=recheck,
                 )
             )
         except CommitFailed as exc:
@@ -148,6 +129,6 @@ async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutpu
 async def recover(ctx: ToolContext) -> None:
     """Finish or undo patches interrupted by a crash (journal replay), before serving."""
     root = journal_root(ctx.config.state, ctx.roots.workspace)
-    results = await asyncio.to_thread(recover_all, root, [ctx.roots.workspace, *ctx.roots.extra])
+    results = await asyncio.to_thread(recover_all, root, ctx.roots)
     if any(results):
         log.warning("apply_patch: rolled back %d interrupted patch(es)", sum(map(bool, results)))

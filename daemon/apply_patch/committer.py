@@ -1,9 +1,11 @@
-"""Write a planned patch: re-check, journal, apply in order, roll back on failure.
+"""Write planned edits: re-check, journal, apply in order, roll back on failure.
 
-Runs in a worker thread under the patch root's lock and every touched file's
-lock. The order is what makes each step safe:
+Every editing tool commits through :func:`commit` (``apply_patch``,
+``file_write``, ``file_patch``, ``file_multi_patch``). It runs in a worker
+thread under the touched files' locks. The order is what makes each step safe:
 
-1. re-read every target and compare with what was planned (``stale_write``);
+1. re-read every target through the resolver and compare with what was
+   planned (``stale_write``; ``read_only`` for a file that lost its write bit);
 2. write the journal (before-images fsynced) before the first rename;
 3. apply each write with the one atomic writer (adds are exclusive, so they
    never clobber a file that appeared meanwhile);
@@ -13,45 +15,64 @@ lock. The order is what makes each step safe:
 5. remove the journal: the commit point.
 
 A crash anywhere between 2 and 5 leaves the journal, which the next start-up
-replays (:mod:`airlock.daemon.apply_patch.journal`).
+replays (:mod:`airlock.daemon.apply_patch.journal`); a single write gets a
+light journal that only lets recovery sweep its temp file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from airlock.daemon.apply_patch.journal import Journal, missing_dirs
-from airlock.daemon.errors import Internal
+from airlock.daemon.errors import AirlockError, Internal
 from airlock.daemon.fsio import CommitFailed, PlannedWrite, apply_one, verify_unchanged
 from airlock.daemon.fsio import roll_back as fsio_roll_back
+from airlock.daemon.paths import Roots, walk_error
+
+# A write that failed on one of these found its path changed under it (a race with
+# another process), which is the caller's to retry, not an internal error.
+_PATH_ERRNOS = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EXDEV}
+)
+
+
+def remove_dir(roots: Roots, made: str) -> None:
+    """``rmdir`` one directory the patch created, through the resolver; silent if not empty."""
+    with contextlib.suppress(OSError, AirlockError):
+        resolved = roots.resolve(made, intent="write", check_generated=False)
+        with roots.parent(resolved) as anchor:
+            if anchor.name != ".":
+                os.rmdir(anchor.name, dir_fd=anchor.dir_fd)
 
 
 def roll_back(
-    done: Sequence[PlannedWrite], created_dirs: Sequence[str]
+    roots: Roots, done: Sequence[PlannedWrite], created_dirs: Sequence[str]
 ) -> tuple[list[str], list[str]]:
     """fsio's roll back, then the directories this patch created, deepest first."""
-    restored, unrestored = fsio_roll_back(done)
+    restored, unrestored = fsio_roll_back(roots, done)
     for made in reversed(created_dirs):
-        with contextlib.suppress(OSError):
-            os.rmdir(made)
+        remove_dir(roots, made)
     return restored, unrestored
 
 
 def commit(
+    roots: Roots,
     writes: Sequence[PlannedWrite],
     *,
     journal_root: Path,
-    allowed_roots: Sequence[Path],
-    recheck: Callable[[], None],
+    allowed_roots: Sequence[Path] = (),
+    recheck: Callable[[], None] | None = None,
 ) -> None:
     """Apply ``writes`` whole or not at all (see the module docstring)."""
     if not writes:
         return
-    recheck()
-    verify_unchanged(writes)
+    if recheck is not None:
+        recheck()
+    verify_unchanged(roots, writes)
     created = missing_dirs(writes)
     try:
         journal = Journal.begin(
@@ -66,10 +87,17 @@ def commit(
     done: list[PlannedWrite] = []
     for write in writes:
         try:
-            apply_one(write)
-        except OSError as exc:
-            restored, unrestored = roll_back(done, created)
+            apply_one(roots, write)
+        except (OSError, AirlockError) as exc:
+            restored, unrestored = roll_back(roots, done, created)
             journal.close()
+            if not done:
+                # Nothing had landed: the resolver's own words say it best (a path that
+                # changed under us is path_escape / not_found, not an internal error).
+                if isinstance(exc, AirlockError):
+                    raise
+                if exc.errno in _PATH_ERRNOS:
+                    raise walk_error(exc, write.display) from exc
             raise CommitFailed(write, exc, restored, unrestored) from exc
         done.append(write)
     journal.close()

@@ -32,21 +32,29 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airlock.daemon.errors import AirlockError, NotFound
 from airlock.daemon.fsio import (
+    NOT_REGULAR,
     PlannedWrite,
-    atomic_write,
-    fsync_dir,
+    current_at,
     is_temp_file,
+    read_all,
+    remove_at,
     sha256_hex,
+    temp_name_for,
+    write_at,
 )
+from airlock.daemon.paths import ResolvedPath, Roots
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +69,30 @@ def journal_root(state_dir: Path, workspace: Path) -> Path:
     return state_dir / "apply_patch" / key
 
 
+def _fsync_path(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _publish(directory: Path, name: str, data: bytes, *, sync: bool) -> None:
+    tmp = directory / temp_name_for(name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, directory / name)
+
+
 def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -84,7 +114,7 @@ def missing_dirs(writes: Sequence[PlannedWrite]) -> list[str]:
         if write.before is not None or not write.create_dirs:
             continue
         chain: list[Path] = []
-        parent = write.target.parent
+        parent = write.target.real.parent
         while not os.path.lexists(parent) and parent not in seen:
             chain.append(parent)
             parent = parent.parent
@@ -131,7 +161,7 @@ class Journal:
                 _write_synced(directory / blob, write.before)
             entries.append(
                 {
-                    "target": str(write.target),
+                    "target": str(write.target.real),
                     "display": write.display,
                     "before": blob,
                     # A light manifest only drives the temp sweep: no hashes needed.
@@ -149,11 +179,11 @@ class Journal:
             "roots": [str(r) for r in allowed_roots],
         }
         data = json.dumps(manifest).encode()
+        # Written whole then renamed into place, so recovery never meets a torn manifest;
+        # only a full journal (before-images to restore) pays for the fsyncs.
+        _publish(directory, MANIFEST, data, sync=full)
         if full:
-            atomic_write(directory / MANIFEST, data, mode=0o600)
-            fsync_dir(root)
-        else:
-            _write_plain(directory / MANIFEST, data)
+            _fsync_path(root)
         return cls(directory, full, lock_fd)
 
     def close(self) -> None:
@@ -162,81 +192,196 @@ class Journal:
             os.unlink(self.directory / MANIFEST)
         if self.full:
             with contextlib.suppress(OSError):
-                fsync_dir(self.directory)
+                _fsync_path(self.directory)
         shutil.rmtree(self.directory, ignore_errors=True)
         os.close(self.lock_fd)
 
 
-def _write_plain(path: Path, data: bytes) -> None:
-    with open(path, "wb") as handle:
-        handle.write(data)
+# ---------------------------------------------------------------- recovery
+#
+# Nothing in a journal is trusted: it lives in the state dir, and a layout that
+# puts the state dir inside the workspace (or any other bug) would let the
+# agent write one. So recovery re-resolves every path against the running
+# daemon's roots with the same race-free resolver the tools use, ignores the
+# journal's own "roots", opens only regular files (never following a link,
+# never blocking on a FIFO), takes before-images only by their fixed names
+# inside the journal directory, never sets a mode bit beyond 0o777, and leaves
+# (and logs) a journal it cannot verify instead of half-trusting it.
+
+_MAX_MANIFEST = 16 * 1024 * 1024
+_BLOB = re.compile(r"before-[0-9]{1,9}")
+_NOFOLLOW_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def _current(path: Path) -> bytes | None:
+class Unverifiable(Exception):
+    """A journal that does not describe a patch this daemon could have written."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    target: ResolvedPath
+    blob: str | None
+    before_sha: str | None
+    after_sha: str | None
+    mode: int | None
+
+
+def _read_regular_at(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """A regular file in ``dir_fd`` (no link followed, no FIFO waited on), else None."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        fd = os.open(name, _NOFOLLOW_READ, dir_fd=dir_fd)
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise Unverifiable(f"{name} cannot be opened safely ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unverifiable(f"{name} is not a regular file")
+        if st.st_size > limit:
+            raise Unverifiable(f"{name} is {st.st_size} bytes, over {limit}")
+        return read_all(fd, st.st_size)
+    finally:
+        os.close(fd)
 
 
-def _allowed(target: Path, roots: Sequence[Path]) -> bool:
-    return any(target == r or target.is_relative_to(r) for r in roots)
+def _sha(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value):
+        return value
+    raise Unverifiable(f"bad sha256 {value!r}")
 
 
-def sweep_temps(directories: Sequence[Path]) -> list[str]:
-    """Remove the atomic writer's leftovers in ``directories``; returns what was removed."""
-    removed: list[str] = []
-    for directory in sorted(set(directories)):
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            continue
-        for name in names:
-            if is_temp_file(name):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(directory / name)
-                    removed.append(str(directory / name))
-    return removed
+def _parse(manifest: Any, roots: Roots) -> tuple[bool, list[_Entry], list[ResolvedPath]]:
+    """Check the manifest's shape and resolve every path against the running roots."""
+    if not isinstance(manifest, dict) or manifest.get("version") != VERSION:
+        raise Unverifiable("unknown manifest format")
+    full = manifest.get("full")
+    entries = manifest.get("entries")
+    created = manifest.get("created_dirs", [])
+    if not isinstance(full, bool) or not isinstance(entries, list) or not isinstance(created, list):
+        raise Unverifiable("malformed manifest")
+    parsed: list[_Entry] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("target"), str):
+            raise Unverifiable("malformed entry")
+        blob = entry.get("before")
+        if blob is not None and (not isinstance(blob, str) or not _BLOB.fullmatch(blob)):
+            raise Unverifiable(f"before-image name {blob!r} is not one this daemon writes")
+        mode = entry.get("mode")
+        if mode is not None and (not isinstance(mode, int) or isinstance(mode, bool)):
+            raise Unverifiable(f"bad mode {mode!r}")
+        parsed.append(
+            _Entry(
+                target=_resolve(roots, entry["target"]),
+                blob=blob,
+                before_sha=_sha(entry.get("before_sha256")),
+                after_sha=_sha(entry.get("after_sha256")),
+                mode=None if mode is None else mode & 0o777,
+            )
+        )
+    dirs: list[ResolvedPath] = []
+    for made in created:
+        if not isinstance(made, str):
+            raise Unverifiable("malformed created_dirs")
+        dirs.append(_resolve(roots, made))
+    return full, parsed, dirs
 
 
-def _roll_back_entry(directory: Path, entry: dict[str, Any]) -> str:
-    target = Path(entry["target"])
-    current = _current(target)
+def _resolve(roots: Roots, raw: str) -> ResolvedPath:
+    if not raw.startswith("/"):
+        raise Unverifiable(f"{raw!r} is not an absolute path")
+    try:
+        resolved = roots.resolve(raw, intent="write", check_generated=False)
+    except AirlockError as exc:
+        raise Unverifiable(f"{raw}: {exc.message}") from None
+    if str(resolved.real) != os.path.normpath(raw):
+        # The journal names the real path it wrote; anything that resolves elsewhere
+        # (a symlink on the way) is not the file the patch touched.
+        raise Unverifiable(f"{raw} resolves to {resolved.real} through a symbolic link")
+    return resolved
+
+
+def _roll_back_entry(roots: Roots, dir_fd: int, entry: _Entry) -> str:
+    target = entry.target
+    try:
+        with roots.parent(target) as anchor:
+            current, _ = current_at(anchor)
+    except NotFound:
+        current = None
+    if current is NOT_REGULAR:
+        log.warning("apply_patch recovery: %s is not a regular file; left as it is", target.real)
+        return "changed"
     current_sha = None if current is None else sha256_hex(current)
-    after_sha = entry["after_sha256"]
-    before_sha = entry["before_sha256"]
-    if current_sha == before_sha:
+    if current_sha == entry.before_sha:
         return "unchanged"
-    if current_sha != after_sha:
+    if current_sha != entry.after_sha:
         log.warning(
             "apply_patch recovery: %s changed since the interrupted patch; left as it is",
-            target,
+            target.real,
         )
         return "changed"
-    if before_sha is None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(target)
-        fsync_dir(target.parent)
+    if entry.before_sha is None:
+        with roots.parent(target) as anchor, contextlib.suppress(FileNotFoundError):
+            remove_at(anchor)
         return "removed"
-    blob = entry.get("before")
-    if blob is None:
+    if entry.blob is None:
         return "unrecoverable"
-    with open(directory / blob, "rb") as handle:
-        before = handle.read()
-    if sha256_hex(before) != before_sha:
-        log.error("apply_patch recovery: before-image of %s is corrupt; left as it is", target)
+    before = _read_regular_at(dir_fd, entry.blob, 1 << 40)
+    if before is None or sha256_hex(before) != entry.before_sha:
+        log.error("apply_patch recovery: before-image of %s is corrupt; left as it is", target.real)
         return "corrupt"
-    atomic_write(target, before, mode=entry.get("mode"), create_dirs=True)
+    with roots.parent(target, create_dirs=True) as anchor:
+        write_at(anchor, before, mode=entry.mode, owner=roots.new_owner, exclusive=current is None)
     return "restored"
 
 
-def _held_by_live_writer(directory: Path) -> tuple[bool, int | None]:
+def sweep_temps(roots: Roots, directories: Sequence[ResolvedPath]) -> list[str]:
+    """Remove the atomic writer's leftovers (regular files only) in ``directories``.
+
+    Each directory is opened through the resolver, so only directories inside
+    the running daemon's roots are ever swept.
+    """
+    removed: list[str] = []
+    seen: set[str] = set()
+    for directory in directories:
+        if str(directory.real) in seen:
+            continue
+        seen.add(str(directory.real))
+        try:
+            with roots.directory(directory) as dir_fd:
+                for name in os.listdir(dir_fd):
+                    if not is_temp_file(name):
+                        continue
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode):
+                        os.unlink(name, dir_fd=dir_fd)
+                        removed.append(f"{directory.display}/{name}")
+        except (OSError, AirlockError):
+            continue
+    return removed
+
+
+def _parent_of(roots: Roots, resolved: ResolvedPath) -> ResolvedPath | None:
+    parent = resolved.real.parent
+    try:
+        return roots.resolve(str(parent), intent="read", check_generated=False)
+    except AirlockError:
+        return None
+
+
+def _held_by_live_writer(dir_fd: int) -> tuple[bool, int | None]:
     """Take the journal's lock; ``True`` if a live process still holds it."""
     try:
-        fd = os.open(directory / LOCK, os.O_RDWR)
+        fd = os.open(LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
         return False, None
+    except OSError:
+        raise Unverifiable("its lock file cannot be opened safely") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Unverifiable("its lock file is not a regular file")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -245,67 +390,89 @@ def _held_by_live_writer(directory: Path) -> tuple[bool, int | None]:
     return False, fd
 
 
-def replay(directory: Path, extra_roots: Sequence[Path]) -> dict[str, str]:
-    """Roll one journalled patch back; returns target -> outcome."""
-    busy, lock_fd = _held_by_live_writer(directory)
-    if busy:
-        log.warning("apply_patch recovery: %s belongs to a running process; skipped", directory)
-        return {}
+def replay(directory: Path, roots: Roots) -> dict[str, str]:
+    """Roll one journalled patch back; returns target -> outcome.
+
+    Raises :class:`Unverifiable` (the journal is left in place) when anything
+    in it cannot be checked against the running roots.
+    """
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        return _replay(directory, extra_roots)
+        busy, lock_fd = _held_by_live_writer(dir_fd)
+        if busy:
+            log.warning("apply_patch recovery: %s belongs to a running process; skipped", directory)
+            return {}
+        try:
+            return _replay(directory, dir_fd, roots)
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)
     finally:
-        if lock_fd is not None:
-            os.close(lock_fd)
+        os.close(dir_fd)
 
 
-def _replay(directory: Path, extra_roots: Sequence[Path]) -> dict[str, str]:
-    manifest_path = directory / MANIFEST
+def _replay(directory: Path, dir_fd: int, roots: Roots) -> dict[str, str]:
+    raw = _read_regular_at(dir_fd, MANIFEST, _MAX_MANIFEST)
+    if raw is None:
+        # No manifest: a journal that never got published (or already committed).
+        shutil.rmtree(directory, ignore_errors=True)
+        return {}
     try:
-        manifest = json.loads(manifest_path.read_bytes())
-    except FileNotFoundError:
-        shutil.rmtree(directory, ignore_errors=True)
-        return {}
+        manifest = json.loads(raw)
     except ValueError:
-        # Only a light (unsynced) manifest can be torn; nothing to roll back then.
-        log.warning("apply_patch recovery: unreadable journal %s discarded", directory)
-        shutil.rmtree(directory, ignore_errors=True)
-        return {}
-    roots = [Path(r) for r in manifest.get("roots", [])] + list(extra_roots)
+        raise Unverifiable("the manifest is not JSON") from None
+    full, entries, created = _parse(manifest, roots)
     outcomes: dict[str, str] = {}
-    touched: list[Path] = []
-    for entry in reversed(manifest.get("entries", [])):
-        target = Path(entry["target"])
-        if not target.is_absolute() or not _allowed(target, roots):
-            log.error("apply_patch recovery: %s is outside every root; skipped", target)
-            outcomes[str(target)] = "refused"
-            continue
-        touched.append(target.parent)
-        if manifest.get("full"):
+    touched: list[ResolvedPath] = []
+    for entry in reversed(entries):
+        parent = _parent_of(roots, entry.target)
+        if parent is not None:
+            touched.append(parent)
+        if full:
             try:
-                outcomes[str(target)] = _roll_back_entry(directory, entry)
-            except OSError as exc:
-                log.error("apply_patch recovery: could not restore %s: %s", target, exc)
-                outcomes[str(target)] = "failed"
-    created = [Path(d) for d in manifest.get("created_dirs", [])]
-    sweep_temps(touched + created)
+                outcomes[str(entry.target.real)] = _roll_back_entry(roots, dir_fd, entry)
+            except (OSError, AirlockError) as exc:
+                log.error("apply_patch recovery: could not restore %s: %s", entry.target.real, exc)
+                outcomes[str(entry.target.real)] = "failed"
+    sweep_temps(roots, touched + created)
     # A directory the patch created is empty again unless its file landed whole.
     for made in reversed(created):
-        if _allowed(made, roots):
-            with contextlib.suppress(OSError):
-                os.rmdir(made)
-    os.unlink(manifest_path)
+        with contextlib.suppress(OSError, AirlockError), roots.parent(made) as anchor:
+            if anchor.name != ".":
+                os.rmdir(anchor.name, dir_fd=anchor.dir_fd)
+    os.unlink(MANIFEST, dir_fd=dir_fd)
     shutil.rmtree(directory, ignore_errors=True)
     return outcomes
 
 
-def recover_all(root: Path, extra_roots: Sequence[Path]) -> list[dict[str, str]]:
-    """Replay every unfinished journal under ``root`` (oldest first)."""
-    if not root.is_dir():
+def recover_all(root: Path, roots: Roots) -> list[dict[str, str]]:
+    """Replay every unfinished journal under ``root`` (oldest first).
+
+    Only real directories are looked at (a symlink planted there is skipped);
+    a journal that cannot be verified is left in place and logged, and never
+    keeps the daemon from starting.
+    """
+    try:
+        st = os.stat(root, follow_symlinks=False)
+    except OSError:
+        return []
+    if not stat.S_ISDIR(st.st_mode):
+        log.error("apply_patch recovery: %s is not a directory; ignored", root)
         return []
     results = []
-    for directory in sorted(p for p in root.iterdir() if p.is_dir()):
+    with os.scandir(root) as it:
+        names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+    for name in names:
+        directory = root / name
         try:
-            outcome = replay(directory, extra_roots)
+            outcome = replay(directory, roots)
+        except Unverifiable as exc:
+            log.error(
+                "apply_patch recovery: journal %s left unapplied, it cannot be verified: %s",
+                directory,
+                exc,
+            )
+            continue
         except Exception as exc:  # a damaged journal must never keep the daemon from starting
             log.error(
                 "apply_patch recovery: %s could not be replayed (%r); left for inspection",

@@ -34,9 +34,10 @@ from airlock.daemon.errors import (
     NotFound,
     PatchParseError,
     PathEscape,
+    ReadOnly,
     TooLarge,
 )
-from airlock.daemon.fsio import PlannedWrite, read_file_bytes
+from airlock.daemon.fsio import PlannedWrite, read_file_bytes, refuse_read_only
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.text import decode, split_lines
 
@@ -48,6 +49,7 @@ OperationName = Literal["add", "update", "move", "delete"]
 PRECEDENCE: tuple[type[AirlockError], ...] = (
     PathEscape,
     GeneratedFile,
+    ReadOnly,
     PatchParseError,
     NotFound,
     IsDirectory,
@@ -141,48 +143,50 @@ def resolve_operations(
     return out
 
 
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
+def _mode(st: os.stat_result) -> int:
+    return stat.S_IMODE(st.st_mode) & 0o777
 
 
-def _check_creatable(target: ResolvedPath, what: str) -> None:
-    """Nothing at ``target``, and every existing ancestor a directory."""
-    if os.path.lexists(target.real):
-        kind = "a directory" if os.path.isdir(target.real) else "a file"
+def _check_creatable(ctx: ToolContext, target: ResolvedPath, what: str) -> None:
+    """Nothing at ``target``, and every existing ancestor a directory (asked through the
+    resolver's fds, so a swapped directory cannot make this probe look outside)."""
+    try:
+        with ctx.roots.parent(target) as anchor:
+            st = anchor.lstat()
+    except NotFound:
+        return  # missing directories are created by the write
+    except InvalidRequest:
+        raise Conflict(
+            f"{target.display} cannot be created: a directory on its way is a file, not a "
+            "directory.",
+            {"path": target.display},
+        ) from None
+    if st is not None:
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a file"
         raise Conflict(
             f"{target.display} already exists ({kind}); {what} never overwrites. Update or "
             "delete it in a separate patch, or pick another path.",
             {"path": target.display},
         )
-    parent = target.real.parent
-    while not os.path.lexists(parent):
-        parent = parent.parent
-    if not os.path.isdir(parent):
-        raise Conflict(
-            f"{target.display} cannot be created: {parent} is a file, not a directory.",
-            {"path": target.display},
-        )
 
 
-def _read(ctx: ToolContext, target: ResolvedPath) -> bytes:
-    return read_file_bytes(target.real, display=target.display, max_bytes=ctx.config.max_text_bytes)
+def _read(ctx: ToolContext, target: ResolvedPath) -> tuple[bytes, os.stat_result]:
+    data, st = read_file_bytes(ctx.roots, target, max_bytes=ctx.config.max_text_bytes)
+    refuse_read_only(st, target.display)
+    return data, st
 
 
-def _plan_add(op: AddFile, target: ResolvedPath) -> PlannedChange:
-    _check_creatable(target, "Add File")
+def _plan_add(ctx: ToolContext, op: AddFile, target: ResolvedPath) -> PlannedChange:
+    _check_creatable(ctx, target, "Add File")
     text = "".join(f"{line}\n" for line in op.lines)
-    write = PlannedWrite(
-        target.real, before=None, after=text.encode("utf-8"), display=target.display
-    )
+    write = PlannedWrite(target, before=None, after=text.encode("utf-8"), display=target.display)
     return PlannedChange("add", target, None, [write])
 
 
 def _plan_delete(ctx: ToolContext, target: ResolvedPath, lexical: Path) -> PlannedChange:
     _refuse_symlink(lexical, "deleting it", target.display)
-    data = _read(ctx, target)
-    write = PlannedWrite(
-        target.real, before=data, after=None, display=target.display, mode=_mode(target.real)
-    )
+    data, st = _read(ctx, target)
+    write = PlannedWrite(target, before=data, after=None, display=target.display, mode=_mode(st))
     return PlannedChange("delete", target, None, [write])
 
 
@@ -205,9 +209,9 @@ def _plan_update(
 ) -> tuple[PlannedChange | None, list[AirlockError]]:
     if dest is not None:
         _refuse_symlink(lexical, "moving it", op.path)
-    data = _read(ctx, source)
+    data, st = _read(ctx, source)
     if dest is not None:
-        _check_creatable(dest, "Move to")
+        _check_creatable(ctx, dest, "Move to")
     if op.chunks:
         decoded = decode(data, path=source.display)
         result = ChunkPlacer(split_lines(decoded.text), source.display).place(op.chunks)
@@ -223,13 +227,13 @@ def _plan_update(
         after = decoded.encode(new_text)
     else:
         after = data  # a bare Move to: the bytes move unchanged (binary files too)
-    mode = _mode(source.real)
+    mode = _mode(st)
     if dest is None:
         writes: list[PlannedWrite] = []
         if after != data:
             writes.append(
                 PlannedWrite(
-                    source.real,
+                    source,
                     before=data,
                     after=after,
                     display=source.display,
@@ -244,10 +248,8 @@ def _plan_update(
             dest,
             source,
             [
-                PlannedWrite(dest.real, before=None, after=after, display=dest.display, mode=mode),
-                PlannedWrite(
-                    source.real, before=data, after=None, display=source.display, mode=mode
-                ),
+                PlannedWrite(dest, before=None, after=after, display=dest.display, mode=mode),
+                PlannedWrite(source, before=data, after=None, display=source.display, mode=mode),
             ],
         ),
         [],
@@ -262,7 +264,7 @@ def plan_changes(ctx: ToolContext, ops: Sequence[ResolvedOperation]) -> list[Pla
         op = item.op
         try:
             if isinstance(op, AddFile):
-                changes.append(_plan_add(op, item.path))
+                changes.append(_plan_add(ctx, op, item.path))
             elif isinstance(op, DeleteFile):
                 changes.append(_plan_delete(ctx, item.path, item.lexical))
             else:

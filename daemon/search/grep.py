@@ -25,7 +25,7 @@ from pathlib import Path
 
 from airlock.daemon.errors import Timeout
 from airlock.daemon.search.engine import SearchEngine
-from airlock.daemon.search.ignore import stack_for
+from airlock.daemon.search.ignore import opened, stack_for
 from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, LINE_CAP, LINE_CUT_MARKER
 from airlock.daemon.search.query import Query, file_filters
 from airlock.daemon.search.rows import EngineResult, FileBlock, Hit, strip_eol
@@ -174,17 +174,23 @@ class GrepParser:
 def _path(name: bytes) -> str | None:
     if name == b"/dev/null":
         return None
-    text = name.decode("utf-8", errors="replace")
+    text = name.decode("utf-8", errors="surrogateescape")
     return text[2:] if text.startswith("./") else text
 
 
-def list_files(root: Path, rel: str, query: Query) -> list[str]:
-    """The files grep should read, in path order (blocking: run in a thread)."""
-    target = root / rel if rel else root
-    if not target.is_dir():
-        return [rel]
+def list_files(root: Path, rel: str, query: Query, root_fd: int | None = None) -> list[str]:
+    """The files grep should read, in path order (blocking: run in a thread).
+
+    Walked from ``root_fd`` (the resolver's open root) without following links;
+    only regular files are listed, so grep never opens a FIFO or a device.
+    """
+    try:
+        with opened(root, root_fd, rel):
+            pass
+    except OSError:
+        return [rel] if rel else []
     keep_file, prune_dir = file_filters(query)
-    ignore = None if query.include_ignored else stack_for(root, rel)
+    ignore = None if query.include_ignored else stack_for(root, rel, root_fd)
     return [
         entry.rel
         for entry in walk(
@@ -195,6 +201,7 @@ def list_files(root: Path, rel: str, query: Query) -> list[str]:
             ignore=ignore,
             keep_file=keep_file,
             prune_dir=prune_dir,
+            root_fd=root_fd,
         )
         if entry.kind == "file"
     ]
@@ -223,11 +230,13 @@ async def search_grep(
     *,
     deadline: float,
     timeout_s: float,
+    root_fd: int | None = None,
 ) -> EngineResult:
     loop = asyncio.get_running_loop()
     try:
         files = await asyncio.wait_for(
-            asyncio.to_thread(list_files, root, rel, query), max(deadline - loop.time(), 0.1)
+            asyncio.to_thread(list_files, root, rel, query, root_fd),
+            max(deadline - loop.time(), 0.1),
         )
     except TimeoutError:
         raise Timeout(timeout_message(timeout_s)) from None
@@ -245,7 +254,7 @@ async def search_grep(
         parser.set_batch(batch)
         outcome = await run_engine(
             grep_argv(engine, query, batch),
-            cwd=root,
+            cwd=Path(f"/proc/{os.getpid()}/fd/{root_fd}") if root_fd is not None else root,
             parser=parser,
             deadline=deadline,
             cap=ENGINE_OUTPUT_CAP - read,

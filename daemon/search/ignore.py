@@ -11,12 +11,22 @@ even if a later line would re-include them (git's rule).
 
 Global git excludes (``core.excludesFile``) are not read: they belong to a
 developer's machine, not to the workspace.
+
+Ignore files are read only when they are regular files of at most
+``MAX_IGNORE_BYTES`` (1 MiB), opened with ``O_NOFOLLOW | O_NONBLOCK``: a
+``.gitignore`` that is a symlink to ``/dev/zero``, a FIFO or a device is
+skipped, never read. Inside a root, directories are reached from the root's fd
+one component at a time without following links, so a directory swapped for a
+symlink cannot make the rules (which notes quote) come from outside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +37,60 @@ IGNORE_FILE_NAMES: tuple[str, ...] = (".gitignore", ".ignore", ".rgignore")
 _STAR_LINES = frozenset({"*", "/*", "**", "/**"})
 # Bounds the venv scan so a note never costs more than a few hundred directory reads.
 _STAR_SCAN_DIRS = 400
+MAX_IGNORE_BYTES = 1 << 20
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_below(dir_fd: int, rel: str) -> int:
+    """``rel`` under ``dir_fd``, one component at a time, never following a link."""
+    fd = os.dup(dir_fd)
+    try:
+        for part in rel.split("/") if rel not in ("", ".") else ():
+            if part in ("", "."):
+                continue
+            if part == "..":
+                raise OSError(2, "no '..' below a root", rel)
+            nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def opened(root: Path, root_fd: int | None, rel: str = "") -> Iterator[int]:
+    """An fd of ``root/rel``: below ``root_fd`` when the caller holds one (inside a root)."""
+    base = root_fd if root_fd is not None else os.open(root, DIR_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        fd = open_below(base, rel)
+    finally:
+        if root_fd is None:
+            os.close(base)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_small_regular(dir_fd: int | None, name: str | Path) -> bytes | None:
+    """A regular file of at most ``MAX_IGNORE_BYTES``, else None (links, FIFOs, devices)."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IGNORE_BYTES:
+            return None
+        data = os.read(fd, MAX_IGNORE_BYTES + 1)
+        return None if len(data) > MAX_IGNORE_BYTES else data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -103,22 +167,23 @@ class RuleFile:
         return any(rule.is_star for rule in self.rules)
 
 
-def read_rule_file(path: Path, base: str, source: str) -> RuleFile | None:
-    try:
-        data = path.read_bytes()
-    except OSError:
+def read_rule_file(
+    path: Path | str, base: str, source: str, dir_fd: int | None = None
+) -> RuleFile | None:
+    data = read_small_regular(dir_fd, path)
+    if data is None:
         return None
     text = data.decode("utf-8", errors="replace")
     rules = tuple(r for r in (parse_line(raw, source) for raw in text.split("\n")) if r)
     return RuleFile(base, rules) if rules else None
 
 
-def load_dir(dir_abs: Path, base: str) -> tuple[RuleFile, ...]:
-    """The ignore files of one directory, lowest precedence first."""
+def load_dir(dir_fd: int, base: str) -> tuple[RuleFile, ...]:
+    """The ignore files of one (open) directory, lowest precedence first."""
     found: list[RuleFile] = []
     for name in IGNORE_FILE_NAMES:
         source = f"{base}/{name}" if base else name
-        rule_file = read_rule_file(dir_abs / name, base, source)
+        rule_file = read_rule_file(name, base, source, dir_fd=dir_fd)
         if rule_file is not None:
             found.append(rule_file)
     return tuple(found)
@@ -161,16 +226,20 @@ class IgnoreStack:
         rule = self.decide(rel, is_dir)
         return rule is not None and not rule.negate
 
-    def enter(self, dir_abs: Path, rel: str) -> IgnoreStack:
-        """The stack inside ``dir_abs`` (``rel`` relative to the walk's root)."""
-        added = load_dir(dir_abs, self._key(rel))
+    def enter(self, dir_fd: int, rel: str) -> IgnoreStack:
+        """The stack inside the open directory ``dir_fd`` (``rel`` relative to the walk's root)."""
+        added = load_dir(dir_fd, self._key(rel))
         if not added:
             return self
         return IgnoreStack(self.ignore_root, self.prefix, self.frames + added)
 
 
-def stack_for(root: Path, rel_dir: str) -> IgnoreStack:
-    """The stack in effect inside ``root/rel_dir``: every rule file from the ignore root down."""
+def stack_for(root: Path, rel_dir: str, root_fd: int | None = None) -> IgnoreStack:
+    """The stack in effect inside ``root/rel_dir``: every rule file from the ignore root down.
+
+    Directories above ``root`` (a work tree holding it) are the orchestrator's
+    and opened by name; from ``root`` down, only through ``root_fd``.
+    """
     ignore_root = find_ignore_root(root)
     prefix = root.relative_to(ignore_root).as_posix()
     prefix = "" if prefix == "." else prefix
@@ -178,17 +247,27 @@ def stack_for(root: Path, rel_dir: str) -> IgnoreStack:
     exclude = read_rule_file(ignore_root / ".git" / "info" / "exclude", "", ".git/info/exclude")
     if exclude is not None:
         frames.append(exclude)
-    # Directories from the ignore root down to root itself, then down to rel_dir.
-    chain: list[tuple[Path, str]] = [(ignore_root, "")]
     walked = ""
+    above = [ignore_root]
     for part in Path(prefix).parts if prefix else ():
-        walked = f"{walked}/{part}" if walked else part
-        chain.append((ignore_root / walked, walked))
-    for part in rel_dir.split("/") if rel_dir not in ("", ".") else ():
-        walked = f"{walked}/{part}" if walked else part
-        chain.append((ignore_root / walked, walked))
-    for dir_abs, base in chain:
-        frames.extend(load_dir(dir_abs, base))
+        above.append(above[-1] / part)
+    for i, dir_abs in enumerate(above[:-1]):
+        base = "/".join(Path(prefix).parts[:i])
+        with contextlib.suppress(OSError), opened(dir_abs, None) as fd:
+            frames.extend(load_dir(fd, base))
+    walked = prefix
+    with contextlib.suppress(OSError), opened(root, root_fd) as fd:
+        frames.extend(load_dir(fd, walked))
+        current = os.dup(fd)
+        try:
+            for part in rel_dir.split("/") if rel_dir not in ("", ".") else ():
+                walked = f"{walked}/{part}" if walked else part
+                nxt = os.open(part, DIR_FLAGS, dir_fd=current)
+                os.close(current)
+                current = nxt
+                frames.extend(load_dir(current, walked))
+        finally:
+            os.close(current)
     return IgnoreStack(ignore_root, prefix, tuple(frames))
 
 
@@ -200,7 +279,7 @@ class HiddenBy:
     rule: Rule
 
 
-def why_ignored(root: Path, rel: str) -> HiddenBy | None:
+def why_ignored(root: Path, rel: str, root_fd: int | None = None) -> HiddenBy | None:
     """The first ancestor-or-self of ``rel`` (relative to ``root``) that ignore rules hide.
 
     Used for notes only: rg searches a path it is given explicitly, but rules
@@ -212,58 +291,92 @@ def why_ignored(root: Path, rel: str) -> HiddenBy | None:
     for depth in range(1, len(parts) + 1):
         parent = "/".join(parts[: depth - 1])
         current = "/".join(parts[:depth])
-        is_dir = depth < len(parts) or (root / current).is_dir()
-        rule = stack_for(root, parent).decide(current, is_dir)
+        is_dir = depth < len(parts) or _is_dir_below(root, root_fd, current)
+        rule = stack_for(root, parent, root_fd).decide(current, is_dir)
         if rule is not None and not rule.negate:
             return HiddenBy(current, rule)
     return None
 
 
-def star_ignored_dirs(root: Path, rel: str, *, depth: int = 2, cap: int = 5) -> list[str]:
+def _is_dir_below(root: Path, root_fd: int | None, rel: str) -> bool:
+    try:
+        with opened(root, root_fd, rel):
+            return True
+    except OSError:
+        return False
+
+
+def star_ignored_dirs(
+    root: Path, rel: str, *, depth: int = 2, cap: int = 5, root_fd: int | None = None
+) -> list[str]:
     """Directories at or under ``root/rel`` (or above it, down from root) whose own
     .gitignore ignores everything, like the one ``python -m venv`` writes.
 
     Breadth-first to ``depth`` levels, reading directory entries' types without a
     stat each and opening only ``.gitignore`` files, so the note stays cheap on
-    large trees (bounded by ``_STAR_SCAN_DIRS`` directories).
+    large trees (bounded by ``_STAR_SCAN_DIRS`` directories). Every directory is
+    opened below the root's fd without following links.
     """
     found: list[str] = []
     parts = [] if rel in ("", ".") else rel.split("/")
-    for i in range(1, len(parts) + 1):
-        above = "/".join(parts[:i])
-        if _star_file(root / above / ".gitignore"):
-            found.append(above)
-    start = root / rel if parts else root
-    frontier: list[tuple[Path, str, int]] = [(start, rel if parts else "", 0)]
+    try:
+        with opened(root, root_fd) as base:
+            for i in range(1, len(parts) + 1):
+                above = "/".join(parts[:i])
+                with contextlib.suppress(OSError):
+                    fd = open_below(base, above)
+                    try:
+                        if _star_file(fd):
+                            found.append(above)
+                    finally:
+                        os.close(fd)
+            start_fd = open_below(base, rel)
+    except OSError:
+        return found
+    frontier: list[tuple[int, str, int]] = [(start_fd, rel if parts else "", 0)]
     visited = 0
-    while frontier and len(found) < cap and visited < _STAR_SCAN_DIRS:
-        dir_abs, dir_rel, level = frontier.pop(0)
-        visited += 1
-        if level >= depth:
-            continue
-        try:
-            with os.scandir(dir_abs) as it:
-                children = sorted(
-                    e.name for e in it if e.name != ".git" and e.is_dir(follow_symlinks=False)
-                )
-        except OSError:
-            continue
-        for name in children:
-            child_rel = f"{dir_rel}/{name}" if dir_rel else name
-            if _star_file(dir_abs / name / ".gitignore"):
-                found.append(child_rel)
-                if len(found) >= cap:
-                    break
-            else:
-                frontier.append((dir_abs / name, child_rel, level + 1))
+    try:
+        while frontier and len(found) < cap and visited < _STAR_SCAN_DIRS:
+            dir_fd, dir_rel, level = frontier.pop(0)
+            visited += 1
+            try:
+                if level >= depth:
+                    continue
+                try:
+                    with os.scandir(dir_fd) as it:
+                        children = sorted(
+                            e.name
+                            for e in it
+                            if e.name != ".git" and e.is_dir(follow_symlinks=False)
+                        )
+                except OSError:
+                    continue
+                for name in children:
+                    child_rel = f"{dir_rel}/{name}" if dir_rel else name
+                    try:
+                        child = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+                    except OSError:
+                        continue
+                    if _star_file(child):
+                        os.close(child)
+                        found.append(child_rel)
+                        if len(found) >= cap:
+                            break
+                    else:
+                        frontier.append((child, child_rel, level + 1))
+            finally:
+                os.close(dir_fd)
+    finally:
+        for dir_fd, _, _ in frontier:
+            os.close(dir_fd)
     return found
 
 
-def _star_file(path: Path) -> bool:
-    rule_file = read_rule_file(path, "", path.name)
+def _star_file(dir_fd: int) -> bool:
+    rule_file = read_rule_file(".gitignore", "", ".gitignore", dir_fd=dir_fd)
     return rule_file is not None and rule_file.has_star
 
 
-def has_rules(root: Path) -> bool:
+def has_rules(root: Path, root_fd: int | None = None) -> bool:
     """Whether any ignore rule applies at ``root`` (for the "no matches" note)."""
-    return bool(stack_for(root, "").frames)
+    return bool(stack_for(root, "", root_fd).frames)

@@ -73,7 +73,7 @@ class RgFilesParser:
         self._buf += data
         *done, self._buf = self._buf.split(b"\0")
         for raw in done:
-            self.rows.append(Hit(clean_path(raw.decode("utf-8", errors="replace"))))
+            self.rows.append(Hit(clean_path(raw.decode("utf-8", errors="surrogateescape"))))
         return self.want is not None and len(self.rows) >= self.want
 
     def finish(self) -> None:
@@ -100,7 +100,7 @@ class CountParser:
             end = m.end()
             count = int(m.group(2))
             if count:
-                path = clean_path(m.group(1).decode("utf-8", errors="replace"))
+                path = clean_path(m.group(1).decode("utf-8", errors="surrogateescape"))
                 self.rows.append(Hit(path, count=count))
         self._buf = self._buf[end:]
         return self.want is not None and len(self.rows) >= self.want
@@ -117,6 +117,14 @@ class Salvage:
     path: str
     prefix: str
     after_line: int
+
+
+def _path_text(obj: dict[str, Any] | None) -> str:
+    """A path as Python's os functions spell it (non-UTF-8 bytes as surrogate escapes),
+    so rows can be opened again (search.verify); responses show it printable."""
+    if obj and "bytes" in obj and "text" not in obj:
+        return base64.b64decode(obj["bytes"]).decode("utf-8", errors="surrogateescape")
+    return _text(obj)
 
 
 def _text(obj: dict[str, Any] | None) -> str:
@@ -169,9 +177,9 @@ class RgJsonParser:
         data = event.get("data") or {}
         if kind == "begin":
             self._flush()
-            self._block = FileBlock(clean_path(_text(data.get("path"))), self.context)
+            self._block = FileBlock(clean_path(_path_text(data.get("path"))), self.context)
         elif kind in ("match", "context"):
-            path = clean_path(_text(data.get("path")))
+            path = clean_path(_path_text(data.get("path")))
             if self._block is None or self._block.path != path:
                 self._flush()
                 self._block = FileBlock(path, self.context)
@@ -302,12 +310,16 @@ async def search_rg(
             and bool(outcome.stderr.strip())
             and not is_io_error(outcome.stderr)
         )
+        code = outcome.exit_code
+        killed_by_us = outcome.capped or outcome.stopped
+        died = -code if code is not None and code < 0 and not killed_by_us else None
         return EngineResult(
             rows=rows,
-            complete=outcome.complete,
+            complete=outcome.complete and died is None,
             capped=outcome.capped,
             presorted=sort,
             stderr=outcome.stderr.strip() if outcome.exit_code == 2 else "",
             failed=failed,
+            died=died,
         )
     raise AssertionError("unreachable: the sorted phase always returns")

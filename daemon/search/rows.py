@@ -86,3 +86,6 @@ class EngineResult:
     presorted: bool
     stderr: str
     failed: bool
+    # A signal number when the engine died on its own (not killed by us): an ignore file
+    # that never ends (a link to /dev/zero) makes rg fail its allocation under RLIMIT_AS.
+    died: int | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ async def run_engine(
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+    _limit_memory(proc.pid)
     stderr = bytearray()
     stderr_task = asyncio.create_task(_drain_stderr(proc.stderr, stderr))
     read = 0
@@ -146,6 +148,18 @@ async def run_engine(
         stderr=stderr.decode("utf-8", errors="replace"),
         bytes_read=read,
     )
+
+
+# An engine that reads something endless (an ignore file linked to /dev/zero: rg
+# reads ignore files itself, following links) fails its allocation here instead of
+# taking the machine's memory. Set from the parent right after the spawn (no
+# preexec_fn in a threaded daemon); rg's normal use is far below it.
+ENGINE_MEMORY_LIMIT = 1 << 30
+
+
+def _limit_memory(pid: int) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        resource.prlimit(pid, resource.RLIMIT_AS, (ENGINE_MEMORY_LIMIT, ENGINE_MEMORY_LIMIT))
 
 
 _IO_ERROR_MARKERS = ("os error", "permission denied", "no such file", "is a directory", "i/o error")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from airlock.daemon.search.ignore import IgnoreStack
+from airlock.daemon.search.ignore import DIR_FLAGS, IgnoreStack, opened
 
 Kind = Literal["file", "dir", "symlink", "other"]
 
@@ -39,6 +39,7 @@ class WalkStats:
 
     ignored: int = 0
     ignored_examples: list[str] | None = None
+    too_deep: bool = False
 
     def record_ignored(self, rel: str, is_dir: bool) -> None:
         self.ignored += 1
@@ -58,6 +59,9 @@ def _kind(mode: int) -> Kind:
     return "other"
 
 
+MAX_WALK_DEPTH = 256
+
+
 def walk(
     root: Path,
     start: str,
@@ -68,23 +72,37 @@ def walk(
     keep_file: Callable[[str], bool] | None = None,
     prune_dir: Callable[[str], bool] | None = None,
     stats: WalkStats | None = None,
+    root_fd: int | None = None,
+    start_fd: int | None = None,
 ) -> Iterator[WalkEntry]:
     """Entries under ``root/start`` (paths relative to ``root``), in sorted order.
 
     ``max_depth`` 1 means the children of ``start`` only. ``.git`` is never
     entered. Symlinks are yielded as symlinks and never followed, so nothing
     outside the root is ever listed or read through one. ``ignore`` is the stack
-    in effect inside ``start`` (None: ignore rules off).
+    in effect inside ``start`` (None: ignore rules off). Every directory is
+    opened from its parent's fd with ``O_NOFOLLOW`` (from ``root_fd`` when the
+    caller holds the root open, or straight from ``start_fd`` when it holds the
+    start directory open), so a directory swapped for a symlink during
+    the walk is skipped, never entered; the walk stops at ``MAX_WALK_DEPTH``
+    levels (``stats.too_deep``).
     """
-    start_abs = root / start if start not in ("", ".") else root
     base_rel = "" if start in ("", ".") else start
-    yield from _walk_dir(
-        start_abs, base_rel, 1, max_depth, include_hidden, ignore, keep_file, prune_dir, stats
-    )
+    if start_fd is not None:
+        root, root_fd, base_rel_open = root, start_fd, ""
+    else:
+        base_rel_open = base_rel
+    try:
+        with opened(root, root_fd, base_rel_open) as fd:
+            yield from _walk_dir(
+                fd, base_rel, 1, max_depth, include_hidden, ignore, keep_file, prune_dir, stats
+            )
+    except OSError:
+        return
 
 
 def _walk_dir(
-    dir_abs: Path,
+    dir_fd: int,
     dir_rel: str,
     depth: int,
     max_depth: int | None,
@@ -95,7 +113,7 @@ def _walk_dir(
     stats: WalkStats | None,
 ) -> Iterator[WalkEntry]:
     try:
-        with os.scandir(dir_abs) as it:
+        with os.scandir(dir_fd) as it:
             names = sorted((entry.name, entry) for entry in it)
     except OSError:
         return
@@ -106,10 +124,10 @@ def _walk_dir(
             continue
         rel = f"{dir_rel}/{name}" if dir_rel else name
         try:
-            mode = entry.stat(follow_symlinks=False).st_mode
+            st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        kind = _kind(mode)
+        kind = _kind(st.st_mode)
         is_dir = kind == "dir"
         if ignore is not None and ignore.ignored(rel, is_dir):
             if stats is not None:
@@ -118,27 +136,34 @@ def _walk_dir(
         if kind == "file":
             if keep_file is not None and not keep_file(rel):
                 continue
-            try:
-                size: int | None = entry.stat(follow_symlinks=False).st_size
-            except OSError:
-                size = None
-            yield WalkEntry(rel, kind, size, depth)
+            yield WalkEntry(rel, kind, st.st_size, depth)
         elif kind == "dir":
             if prune_dir is not None and prune_dir(rel):
                 continue
             yield WalkEntry(rel, kind, None, depth)
             if max_depth is None or depth < max_depth:
-                inner = ignore.enter(Path(entry.path), rel) if ignore is not None else None
-                yield from _walk_dir(
-                    Path(entry.path),
-                    rel,
-                    depth + 1,
-                    max_depth,
-                    include_hidden,
-                    inner,
-                    keep_file,
-                    prune_dir,
-                    stats,
-                )
+                if depth >= MAX_WALK_DEPTH:
+                    if stats is not None:
+                        stats.too_deep = True
+                    continue
+                try:
+                    child = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+                except OSError:
+                    continue  # gone, or swapped for a link since it was listed
+                try:
+                    inner = ignore.enter(child, rel) if ignore is not None else None
+                    yield from _walk_dir(
+                        child,
+                        rel,
+                        depth + 1,
+                        max_depth,
+                        include_hidden,
+                        inner,
+                        keep_file,
+                        prune_dir,
+                        stats,
+                    )
+                finally:
+                    os.close(child)
         elif kind == "symlink":
             yield WalkEntry(rel, kind, None, depth)

@@ -1,15 +1,25 @@
-"""The write half every editing tool shares: lock, re-check, write, roll back, diagnose."""
+"""The write half every editing tool shares: lock, verify, journal, write, roll back, diagnose.
+
+``file_write``, ``file_patch``, ``file_multi_patch`` and ``apply_patch`` all
+commit through :func:`write_all` (the journalled committer of
+:mod:`airlock.daemon.apply_patch.committer`), so after a kill at any moment
+each call is whole or absent, and a killed single write leaves a journal that
+lets the next start sweep its temp file.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 from airlock.daemon.context import ToolContext
 from airlock.daemon.diagnostics.service import EditTracker
-from airlock.daemon.fsio import CommitFailed, PlannedWrite, commit_writes
+from airlock.daemon.fsio import CommitFailed, PlannedWrite
 from airlock.daemon.paths import ResolvedPath
+
+T = TypeVar("T")
 
 
 @asynccontextmanager
@@ -33,26 +43,37 @@ async def editing(
             raise
 
 
+async def finish_even_if_cancelled(work: Awaitable[T]) -> T:
+    """Let a started write run to its end, and the caller's locks stay held until it has,
+    even if the caller is cancelled (the client went away)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
+
+
 async def write_all(
     ctx: ToolContext,
     tracker: EditTracker,
     plans: list[PlannedWrite],
-    resolved: Sequence[ResolvedPath],
+    resolved: Sequence[ResolvedPath] = (),
 ) -> None:
     """Write every plan or none; the error says what was rolled back.
 
-    The re-check of each real path and the writes run in one worker thread
-    (both touch the file system); the shield lets a write that started finish
-    even if the client goes away.
+    ``resolved`` is accepted for the callers' symmetry; every path is walked
+    again from its root fd by the writer itself, so nothing needs re-checking.
     """
+    # Imported here: the apply_patch package imports this module.
+    from airlock.daemon.apply_patch.committer import commit
+    from airlock.daemon.apply_patch.journal import journal_root
+
     await tracker.before_write()
-
-    def recheck_and_commit() -> None:
-        for path in resolved:
-            ctx.roots.recheck(path)
-        commit_writes(plans)
-
+    root = journal_root(ctx.config.state, ctx.roots.workspace)
     try:
-        await asyncio.shield(asyncio.to_thread(recheck_and_commit))
+        await finish_even_if_cancelled(
+            asyncio.to_thread(commit, ctx.roots, plans, journal_root=root)
+        )
     except CommitFailed as exc:
         raise exc.as_error() from exc

@@ -12,13 +12,13 @@ because a bounded listing should read only the directories it shows, which
 from __future__ import annotations
 
 import asyncio
-import os
 import stat
 from pathlib import Path
+from typing import Literal
 
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import NotFound
-from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.paths import ResolvedPath, check_regular
 from airlock.daemon.protocol import FileListInput, FileListOutput, ListEntry
 from airlock.daemon.search.ignore import stack_for, why_ignored
 from airlock.daemon.search.walk import WalkStats, walk
@@ -30,15 +30,19 @@ async def file_list(ctx: ToolContext, req: FileListInput) -> FileListOutput:
 
 
 def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileListOutput:
-    try:
-        st = os.stat(target.real)
-    except FileNotFoundError:
+    """Everything is read through fds the resolver opened: the target's parent (to see
+    what the target is, without following it) and the root (walk and ignore files)."""
+    with ctx.roots.parent(target) as anchor:
+        st = anchor.lstat()
+    if st is None:
         raise NotFound(
             f"{target.display} does not exist; list its parent directory to see what is there",
             {"path": target.display},
-        ) from None
+        )
     if not stat.S_ISDIR(st.st_mode):
-        kind = "file" if stat.S_ISREG(st.st_mode) else "symlink"
+        if not stat.S_ISLNK(st.st_mode):
+            check_regular(st, target.display)  # a FIFO, socket or device: invalid_request
+        kind: Literal["file", "symlink"] = "file" if stat.S_ISREG(st.st_mode) else "symlink"
         size = st.st_size if kind == "file" else None
         return FileListOutput(
             entries=[ListEntry(path=target.display, type=kind, size=size)], truncated=False
@@ -46,7 +50,20 @@ def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileLis
     root = target.root
     rel = target.relative.as_posix()
     rel = "" if rel == "." else rel
-    ignore = None if req.include_ignored else stack_for(root, rel)
+    with ctx.roots.root_dir(root) as root_fd, ctx.roots.directory(target) as start_fd:
+        return _list_dir(ctx, target, req, root, rel, root_fd, start_fd)
+
+
+def _list_dir(
+    ctx: ToolContext,
+    target: ResolvedPath,
+    req: FileListInput,
+    root: Path,
+    rel: str,
+    root_fd: int,
+    start_fd: int,
+) -> FileListOutput:
+    ignore = None if req.include_ignored else stack_for(root, rel, root_fd)
     stats = WalkStats()
     entries: list[ListEntry] = []
     for entry in walk(
@@ -56,6 +73,7 @@ def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileLis
         include_hidden=req.include_hidden,
         ignore=ignore,
         stats=stats,
+        start_fd=start_fd,
     ):
         if entry.kind == "other":
             continue
@@ -74,8 +92,13 @@ def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileLis
         notes.append(
             f"Listing cut at limit={req.limit}; list a subdirectory, lower depth, or raise limit."
         )
+    if stats.too_deep:
+        notes.append(
+            "Directories nested deeper than the walk's limit were not entered; list a deeper "
+            "directory directly."
+        )
     if not req.include_ignored:
-        notes.extend(_ignore_notes(root, rel, stats))
+        notes.extend(_ignore_notes(root, rel, stats, root_fd))
     return FileListOutput(
         entries=entries[: req.limit], truncated=truncated, note=" ".join(notes) or None
     )
@@ -87,9 +110,9 @@ def printable(path: str) -> str:
     return path.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
 
 
-def _ignore_notes(root: Path, rel: str, stats: WalkStats) -> list[str]:
+def _ignore_notes(root: Path, rel: str, stats: WalkStats, root_fd: int) -> list[str]:
     notes: list[str] = []
-    hidden = why_ignored(root, rel)
+    hidden = why_ignored(root, rel, root_fd)
     if hidden is not None:
         notes.append(
             f"{hidden.path} is ignored by {hidden.rule.source} ({hidden.rule.line!r}); listed "

@@ -7,7 +7,6 @@ so a preview is exactly what a multi-patch would write.
 from __future__ import annotations
 
 import asyncio
-import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from airlock.daemon.errors import (
     InvalidRequest,
     StaleWrite,
 )
-from airlock.daemon.fsio import PlannedWrite, read_file_bytes, sha256_hex
+from airlock.daemon.fsio import PlannedWrite, read_file_bytes, refuse_read_only, sha256_hex
 from airlock.daemon.matching import (
     LineIndex,
     MatchPass,
@@ -187,7 +186,7 @@ class FilePlan:
 
     def planned_write(self) -> PlannedWrite:
         return PlannedWrite(
-            self.resolved.real,
+            self.resolved,
             before=self.original,
             after=self.new_bytes,
             display=self.resolved.display,
@@ -196,16 +195,19 @@ class FilePlan:
         )
 
 
-def load_plan(ctx: ToolContext, resolved: ResolvedPath) -> FilePlan:
-    data = read_file_bytes(
-        resolved.real, display=resolved.display, max_bytes=ctx.config.max_text_bytes
-    )
+def load_plan(ctx: ToolContext, resolved: ResolvedPath, *, editing: bool = True) -> FilePlan:
+    """The file read through the resolver; ``editing`` refuses a read-only file up front."""
+    data, st = read_file_bytes(ctx.roots, resolved, max_bytes=ctx.config.max_text_bytes)
+    if editing:
+        refuse_read_only(st, resolved.display)
     decoded = decode(data, path=resolved.display)
-    mode = stat.S_IMODE(os.stat(resolved.real).st_mode)
+    mode = stat.S_IMODE(st.st_mode) & 0o777
     return FilePlan(resolved=resolved, original=data, decoded=decoded, text=decoded.text, mode=mode)
 
 
-def plan_edits(ctx: ToolContext, edits: list[PatchEdit], granted: list[str]) -> list[FilePlan]:
+def plan_edits(
+    ctx: ToolContext, edits: list[PatchEdit], granted: list[str], *, editing: bool = True
+) -> list[FilePlan]:
     """Every edit applied in memory, in order; the first failure names its index."""
     plans: dict[Path, FilePlan] = {}
     for i, edit in enumerate(edits):
@@ -213,7 +215,7 @@ def plan_edits(ctx: ToolContext, edits: list[PatchEdit], granted: list[str]) -> 
             resolved = ctx.resolve(edit.path, intent="write", granted=granted)
             plan = plans.get(resolved.real)
             if plan is None:
-                plan = load_plan(ctx, resolved)
+                plan = load_plan(ctx, resolved, editing=editing)
                 plans[resolved.real] = plan
             result = replace_in_text(
                 plan.text,
@@ -233,9 +235,9 @@ def plan_edits(ctx: ToolContext, edits: list[PatchEdit], granted: list[str]) -> 
 
 
 async def plan_in_thread(
-    ctx: ToolContext, edits: list[PatchEdit], granted: list[str]
+    ctx: ToolContext, edits: list[PatchEdit], granted: list[str], *, editing: bool = True
 ) -> list[FilePlan]:
-    return await asyncio.to_thread(plan_edits, ctx, edits, granted)
+    return await asyncio.to_thread(plan_edits, ctx, edits, granted, editing=editing)
 
 
 # ---------------------------------------------------------------- the tools
@@ -312,7 +314,7 @@ async def file_multi_patch(ctx: ToolContext, req: FileMultiPatchInput) -> FileMu
 
 
 async def file_diff_preview(ctx: ToolContext, req: FileDiffPreviewInput) -> FileDiffPreviewOutput:
-    plans = await plan_in_thread(ctx, req.edits, req.granted_paths)
+    plans = await plan_in_thread(ctx, req.edits, req.granted_paths, editing=False)
     return FileDiffPreviewOutput(
         files=[PreviewFile(path=p.resolved.display, diff=await p.diff_off_loop()) for p in plans]
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import stat
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -13,7 +12,8 @@ from itertools import accumulate
 from typing import Protocol, TypeVar
 
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import AirlockError, InvalidRequest, IsDirectory, NotFound, TooLarge
+from airlock.daemon.errors import AirlockError, InvalidRequest, TooLarge
+from airlock.daemon.fsio import read_all
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
     ErrorBody,
@@ -24,7 +24,11 @@ from airlock.daemon.protocol import (
     ImageFile,
     TextFile,
 )
-from airlock.daemon.text import decode, split_lines
+from airlock.daemon.text import StreamPage, decode, page_stream, split_lines
+
+# Files up to this size are read whole (the fast path for the usual small file);
+# larger ones are decoded and paged as a stream.
+STREAM_THRESHOLD = 1 << 20
 
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -54,104 +58,70 @@ def sniff_image(head: bytes) -> str | None:
 def _resolve_and_read(
     ctx: ToolContext, raw: str, granted: list[str], offset: int, limit: int, budget: int
 ) -> TextFile | ImageFile:
-    """Resolution stats every path component, so it runs in the same worker thread as the read."""
-    resolved = ctx.resolve(raw, intent="read", granted=granted)
-    return _read_sync(ctx, resolved, offset, limit, budget)
-
-
-def _open_for_read(resolved: ResolvedPath) -> int:
-    """Open ``resolved`` read-only, with the errors ``file_read`` promises.
-
-    One ``open`` + ``fstat`` replaces the earlier stat, open-for-sniffing and
-    stat-again-and-reopen sequence. A directory opens fine on Linux and is
-    refused after ``fstat``; when ``open`` itself fails (an unreadable
-    directory, say) a ``stat`` decides between the documented errors and the
-    original exception, exactly as before.
-    """
-    display = resolved.display
+    """Resolve and open in one step through the resolver (``Roots.open_for_read``), in the
+    worker thread that then reads."""
+    resolved, fd, st = ctx.roots.open_for_read(raw, granted)
     try:
-        return os.open(resolved.real, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise NotFound(
-            f"{display} does not exist; check the path with file_list or file_search",
-            {"path": display},
-        ) from None
-    except OSError:
-        try:
-            st = os.stat(resolved.real)
-        except FileNotFoundError:
-            raise NotFound(
-                f"{display} does not exist; check the path with file_list or file_search",
-                {"path": display},
-            ) from None
-        if stat.S_ISDIR(st.st_mode):
-            raise IsDirectory(
-                f"{display} is a directory; list it with file_list", {"path": display}
-            ) from None
-        raise
-
-
-def _read_rest(fd: int, size_hint: int) -> bytes:
-    """Everything from the current offset to end of file (which may have grown since fstat).
-
-    Exactly ``size_hint`` bytes back from a request for one more means the file is
-    as ``fstat`` saw it, so the usual read is one syscall; anything else (a grown
-    file, a short read) reads on until end of file.
-    """
-    chunk = os.read(fd, size_hint + 1)
-    if len(chunk) == size_hint:
-        return chunk
-    parts = [chunk]
-    while chunk:
-        chunk = os.read(fd, 1 << 16)
-        parts.append(chunk)
-    return b"".join(parts)
+        return _read_open(ctx, resolved, fd, st, offset, limit, budget)
+    finally:
+        os.close(fd)
 
 
 def _read_sync(
     ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int, budget: int
 ) -> TextFile | ImageFile:
+    with ctx.roots.open_regular(resolved) as (fd, st):
+        return _read_open(ctx, resolved, fd, st, offset, limit, budget)
+
+
+def _read_open(
+    ctx: ToolContext,
+    resolved: ResolvedPath,
+    fd: int,
+    st: os.stat_result,
+    offset: int,
+    limit: int,
+    budget: int,
+) -> TextFile | ImageFile:
+    """Read what the page needs from a regular file the resolver opened.
+
+    A file above ``STREAM_THRESHOLD`` is decoded and paged as a stream
+    (:func:`airlock.daemon.text.page_stream`), so the memory a read costs is
+    the page it returns plus a constant, not a multiple of the file.
+    """
     display = resolved.display
-    fd = _open_for_read(resolved)
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsDirectory(
-                f"{display} is a directory; list it with file_list", {"path": display}
-            )
-        size = st.st_size
-        image_limit = ctx.config.max_image_bytes
-        text_limit = ctx.config.max_text_bytes
-        # Under both limits the whole file is read at once and sniffed from memory;
-        # above either, the head decides which limit applies before anything big is read.
-        data = _read_rest(fd, size) if size <= image_limit and size <= text_limit else None
-        head = data[:16] if data is not None else os.pread(fd, 16, 0)
-        mime = sniff_image(head)
-        if mime is not None:
-            if size > image_limit:
-                raise TooLarge(
-                    f"{display} is a {size}-byte image, over the "
-                    f"{image_limit}-byte limit for images",
-                    {"path": display, "bytes": size},
-                )
-            if data is None:
-                data = _read_rest(fd, size)
-            return ImageFile(
-                path=display,
-                mime=mime,
-                data_base64=base64.b64encode(data).decode(),
-                bytes=len(data),
-            )
-        if size > text_limit:
+    size = st.st_size
+    image_limit = ctx.config.max_image_bytes
+    text_limit = ctx.config.max_text_bytes
+    small = size <= STREAM_THRESHOLD
+    # A small file is read at once and sniffed from memory; above the threshold
+    # the head decides what it is before anything big is read.
+    data = read_all(fd, size) if small else None
+    head = data[:16] if data is not None else os.pread(fd, 16, 0)
+    mime = sniff_image(head)
+    if mime is not None:
+        if size > image_limit:
             raise TooLarge(
-                f"{display} is {size} bytes, over the {text_limit}-byte limit; "
-                "read part of it with exec (e.g. head -c)",
-                {"path": display, "bytes": size, "limit": text_limit},
+                f"{display} is a {size}-byte image, over the {image_limit}-byte limit for images",
+                {"path": display, "bytes": size},
             )
         if data is None:
-            data = _read_rest(fd, size)
-    finally:
-        os.close(fd)
+            data = read_all(fd, size)
+        return ImageFile(
+            path=display,
+            mime=mime,
+            data_base64=base64.b64encode(data).decode(),
+            bytes=len(data),
+        )
+    if size > text_limit:
+        raise TooLarge(
+            f"{display} is {size} bytes, over the {text_limit}-byte limit; "
+            "read part of it with exec (e.g. head -c)",
+            {"path": display, "bytes": size, "limit": text_limit},
+        )
+    if data is None:
+        page = page_stream(fd, display, offset, limit, budget)
+        return _page_result(display, page)
     decoded = decode(data, path=display)
     return page_text(display, decoded.text, decoded.line_ending, decoded.bom, offset, limit, budget)
 
@@ -290,3 +260,37 @@ async def file_multi_read(
             remaining -= len(result.data_base64)
         files.append(result)
     return FileMultiReadOutput(files=files)
+
+
+def _page_result(display: str, page: StreamPage) -> TextFile:
+    """The ``TextFile`` for a streamed page (same fields ``page_text`` fills)."""
+    common = {
+        "path": display,
+        "total_lines": page.total_lines,
+        "line_ending": page.line_ending,
+        "bom": page.bom,
+    }
+    if page.line_truncated:
+        return TextFile(
+            content=page.content,
+            start_line=page.start_line,
+            end_line=page.end_line,
+            next_offset=page.next_offset,
+            truncated=True,
+            line_truncated=True,
+            message=(
+                f"line {page.start_line} is {page.first_line_length} characters, longer than "
+                f"budget_chars={len(page.content)}; only its start is shown and the rest of "
+                "this line cannot be paged by line offset: read it with exec and a byte range "
+                "(e.g. cut -c or dd)"
+            ),
+            **common,
+        )
+    return TextFile(
+        content=page.content,
+        start_line=page.start_line,
+        end_line=page.end_line,
+        next_offset=page.next_offset,
+        truncated=page.truncated,
+        **common,
+    )

@@ -10,10 +10,13 @@ may have hidden.
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 from pathlib import Path
 
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import Internal, InvalidRequest, NotFound
+from airlock.daemon.paths import ResolvedPath, check_regular
 from airlock.daemon.protocol import FileSearchInput, FileSearchOutput
 from airlock.daemon.search.engine import INSTALL_HINT, resolve_engine
 from airlock.daemon.search.grep import search_grep
@@ -22,16 +25,13 @@ from airlock.daemon.search.limits import has_regex_meta
 from airlock.daemon.search.query import Query, file_filters
 from airlock.daemon.search.results import Page, order
 from airlock.daemon.search.rg import search_rg
+from airlock.daemon.search.verify import verify_rows
+from airlock.daemon.tools.listing import printable
 
 
 async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutput:
     target = ctx.resolve(req.path, intent="read", granted=req.granted_paths)
-    exists, is_dir = await asyncio.to_thread(_probe, target.real)
-    if not exists:
-        raise NotFound(
-            f"{target.display} does not exist; search its parent directory or '.'",
-            {"path": target.display},
-        )
+    is_dir = await asyncio.to_thread(_probe, ctx, target)
     engine = await resolve_engine(ctx)
     if engine is None:
         raise Internal(INSTALL_HINT, {"engine": None})
@@ -56,20 +56,30 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
     timeout_s = ctx.config.search_timeout_s
     deadline = loop.time() + timeout_s
     want = req.offset + req.limit + 1
-    if engine.engine == "rg":
-        result = await search_rg(
-            engine.path,
-            query,
-            root,
-            rel,
-            is_dir=is_dir,
-            want=want,
-            deadline=deadline,
-            timeout_s=timeout_s,
-        )
-    else:
-        result = await search_grep(engine, query, root, rel, deadline=deadline, timeout_s=timeout_s)
-    rows = result.rows if result.presorted else order(result.rows)
+    with ctx.roots.root_dir(root) as root_fd:
+        # The engine starts in the root the resolver holds open (its /proc fd link names
+        # that very directory, whatever was renamed meanwhile), and its rows are then
+        # checked through the resolver: see airlock.daemon.search.verify.
+        cwd = Path(f"/proc/{os.getpid()}/fd/{root_fd}")
+        if engine.engine == "rg":
+            result = await search_rg(
+                engine.path,
+                query,
+                cwd,
+                rel,
+                is_dir=is_dir,
+                want=want,
+                deadline=deadline,
+                timeout_s=timeout_s,
+            )
+        else:
+            result = await search_grep(
+                engine, query, root, rel, deadline=deadline, timeout_s=timeout_s, root_fd=root_fd
+            )
+    checked = await asyncio.to_thread(
+        verify_rows, ctx.roots, root, result.rows, content=req.output_mode == "content"
+    )
+    rows = checked if result.presorted else order(checked)
     stderr = result.stderr
     if result.failed:
         raise InvalidRequest(
@@ -84,14 +94,28 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
             "later results were not read; narrow path, glob or pattern, or use "
             "output_mode='files_with_matches' or 'count'."
         )
+    if result.died is not None:
+        notes.append(
+            f"The search engine stopped early (signal {result.died}), so results are "
+            "incomplete. An ignore file that never ends (a .gitignore linked to /dev/zero, "
+            "say) is the usual cause: pass include_ignored=true, which reads no ignore files."
+        )
     if stderr:
-        first = stderr.splitlines()[0][:300]
-        notes.append(f"Some files could not be searched, results may be partial: {first}")
+        # The engine's own words are not quoted: it names paths it met while walking, and
+        # a directory swapped for a symlink mid-walk would make those outside names.
+        errors = len(stderr.splitlines())
+        kinds = [k for k in _ERROR_KINDS if k.lower() in stderr.lower()]
+        why = ", ".join(kinds) if kinds else "unreadable, vanished or changed while searched"
+        notes.append(
+            f"Some files could not be searched ({errors} engine error"
+            f"{'' if errors == 1 else 's'}: {why}); results may be partial. Retry, or narrow "
+            "path."
+        )
     if not req.include_ignored:
-        notes.extend(await asyncio.to_thread(_ignore_notes, root, rel, is_dir, not rows))
+        notes.extend(await asyncio.to_thread(_ignore_notes, ctx, root, rel, is_dir, not rows))
 
     def display(path: str) -> str:
-        return ctx.roots.display(root / path) if path else target.display
+        return printable(ctx.roots.display(root / path)) if path else target.display
 
     page = Page(
         mode=req.output_mode,
@@ -107,28 +131,56 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
     return page.build()
 
 
-def _probe(path: Path) -> tuple[bool, bool]:
-    return path.exists(), path.is_dir()
+# What an engine's complaint may be quoted as: fixed phrases only, never its paths.
+_ERROR_KINDS = (
+    "Permission denied",
+    "No such file or directory",
+    "Is a directory",
+    "Input/output error",
+    "Too many levels of symbolic links",
+    "File name too long",
+)
 
 
-def _ignore_notes(root: Path, rel: str, is_dir: bool, empty: bool) -> list[str]:
+def _probe(ctx: ToolContext, target: ResolvedPath) -> bool:
+    """Whether ``target`` is a directory (else a regular file); asked through the resolver's
+    fds, so a FIFO, socket or device is refused before any engine could block on it."""
+    with ctx.roots.parent(target) as anchor:
+        st = anchor.lstat()
+    if st is None:
+        raise NotFound(
+            f"{target.display} does not exist; search its parent directory or '.'",
+            {"path": target.display},
+        )
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    check_regular(st, target.display)
+    return False
+
+
+def _ignore_notes(ctx: ToolContext, root: Path, rel: str, is_dir: bool, empty: bool) -> list[str]:
     """Say when ignore rules may have hidden results, and how to include them."""
+    with ctx.roots.root_dir(root) as root_fd:
+        return _notes(root, rel, is_dir, empty, root_fd)
+
+
+def _notes(root: Path, rel: str, is_dir: bool, empty: bool, root_fd: int) -> list[str]:
     notes: list[str] = []
-    hidden = why_ignored(root, rel)
+    hidden = why_ignored(root, rel, root_fd)
     if hidden is not None:
         notes.append(
             f"{rel} lies in {hidden.path}, which {hidden.rule.source} ignores "
             f"({hidden.rule.line!r}); ignore rules inside it still apply, so files may be "
             "skipped; pass include_ignored=true to search everything there."
         )
-    stars = star_ignored_dirs(root, rel) if is_dir else []
+    stars = star_ignored_dirs(root, rel, root_fd=root_fd) if is_dir else []
     if stars:
         listed = ", ".join(f"{s}/" for s in stars)
         notes.append(
             f"Skipped because their own .gitignore ignores everything ('*', as a virtualenv's "
             f"does): {listed}; pass include_ignored=true to search them."
         )
-    if empty and not notes and has_rules(root):
+    if empty and not notes and has_rules(root, root_fd):
         notes.append(
             "No matches in files that .gitignore rules leave visible; pass include_ignored=true "
             "to search ignored files too."

@@ -4,16 +4,51 @@ from __future__ import annotations
 
 import asyncio
 import os
-import stat
 
 from airlock.daemon.context import ToolContext
 from airlock.daemon.diffs import unified_diff_async
-from airlock.daemon.errors import IsDirectory, NotFound, StaleWrite
-from airlock.daemon.fsio import PlannedWrite, read_file_bytes, sha256_hex
-from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.errors import NotFound, StaleWrite, TooLarge
+from airlock.daemon.fsio import PlannedWrite, read_all, refuse_read_only, sha256_hex
+from airlock.daemon.paths import ResolvedPath, check_regular
 from airlock.daemon.protocol import FileWriteInput, FileWriteOutput
 from airlock.daemon.text import decode
 from airlock.daemon.tools.editing import editing, write_all
+
+
+def _current(ctx: ToolContext, resolved: ResolvedPath, req: FileWriteInput) -> bytes | None:
+    """The file's bytes now (None when it does not exist), through the resolver's fds.
+
+    A FIFO, socket or device is refused before anything opens it; a file whose
+    owner has no write bit is ``read_only``; a missing directory is fine only
+    with ``create_dirs``.
+    """
+    display = resolved.display
+    try:
+        with ctx.roots.parent(resolved) as anchor:
+            st = anchor.lstat()
+            if st is None:
+                return None
+            check_regular(st, display)
+            refuse_read_only(st, display)
+            fd, st = anchor.open_regular()
+            try:
+                limit = ctx.config.max_text_bytes
+                if st.st_size > limit:
+                    raise TooLarge(
+                        f"{display} is {st.st_size} bytes, over the {limit}-byte limit; "
+                        "replace it with exec instead",
+                        {"path": display, "bytes": st.st_size, "limit": limit},
+                    )
+                return read_all(fd, st.st_size)
+            finally:
+                os.close(fd)
+    except NotFound:
+        if not req.create_dirs:
+            raise NotFound(
+                f"the directory of {display} does not exist; pass create_dirs=true or create it",
+                {"path": display},
+            ) from None
+        return None
 
 
 def _plan(
@@ -25,15 +60,8 @@ def _plan(
     conventions (BOM, CRLF) are kept, exactly as for a patch; content that
     already carries CR characters is written as given.
     """
-    path = resolved.real
     display = resolved.display
-    if path.is_dir():
-        raise IsDirectory(f"{display} is a directory; choose a file path", {"path": display})
-    before: bytes | None = None
-    mode: int | None = None
-    if path.exists():
-        before = read_file_bytes(path, display=display, max_bytes=ctx.config.max_text_bytes)
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+    before = _current(ctx, resolved, req)
     if req.expected_sha256 is not None:
         current = sha256_hex(before) if before is not None else None
         if current != req.expected_sha256:
@@ -43,11 +71,6 @@ def _plan(
                 + f", not {req.expected_sha256}; re-read it and retry. Nothing was written.",
                 {"path": display, "sha256": current},
             )
-    if not path.parent.exists() and not req.create_dirs:
-        raise NotFound(
-            f"the directory of {display} does not exist; pass create_dirs=true or create it",
-            {"path": display},
-        )
     old_text: str | None = None
     if before is not None:
         decoded = decode(before, path=display)
@@ -55,7 +78,7 @@ def _plan(
         after = decoded.encode(req.content) if "\r" not in req.content else req.content.encode()
     else:
         after = req.content.encode("utf-8")
-    plan = PlannedWrite(path, before=before, after=after, display=display, mode=mode)
+    plan = PlannedWrite(resolved, before=before, after=after, display=display)
     return plan, old_text, req.content.replace("\r\n", "\n")
 
 

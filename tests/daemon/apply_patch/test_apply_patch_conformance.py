@@ -60,7 +60,9 @@ async def test_scenario(name: str, tmp_path: Path) -> None:
     case = SCENARIOS / name
     workspace, ws = _workspace(tmp_path)
     if (case / "input").is_dir():
-        shutil.copytree(case / "input", ws, dirs_exist_ok=True)
+        # copyfile, not copy2: the shared fixtures are stored read-only (0444), and a
+        # read-only file is one apply_patch refuses to edit (read_only).
+        shutil.copytree(case / "input", ws, dirs_exist_ok=True, copy_function=shutil.copyfile)
     patch_text = (case / "patch.txt").read_bytes().decode("utf-8")
     error: AirlockError | None = None
     try:

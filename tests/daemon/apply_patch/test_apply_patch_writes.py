@@ -18,6 +18,7 @@ from airlock.daemon.apply_patch.committer import commit, roll_back
 from airlock.daemon.apply_patch.journal import MANIFEST, Journal, journal_root
 from airlock.daemon.errors import AirlockError, StaleWrite
 from airlock.daemon.fsio import TEMP_MARKER, PlannedWrite, apply_one
+from airlock.daemon.paths import ResolvedPath, Roots
 from airlock.daemon.workspace import Workspace
 from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch, snapshot, temp_files
@@ -67,34 +68,40 @@ async def test_third_of_four_writes_fails_and_first_two_are_restored(
     assert _journals(workspace) == []
 
 
+def _at(roots: Roots, name: str) -> ResolvedPath:
+    return roots.resolve(name, intent="write")
+
+
 def test_roll_back_never_clobbers_a_file_changed_meanwhile(tmp_path: Path) -> None:
+    roots = Roots(workspace=tmp_path)
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("a0\n")
     b.write_text("b0\n")
     writes = [
-        PlannedWrite(a, before=b"a0\n", after=b"a1\n", display="a.txt"),
-        PlannedWrite(b, before=b"b0\n", after=b"b1\n", display="b.txt"),
+        PlannedWrite(_at(roots, "a.txt"), before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(_at(roots, "b.txt"), before=b"b0\n", after=b"b1\n", display="b.txt"),
     ]
     for w in writes:
-        apply_one(w)
+        apply_one(roots, w)
     b.write_text("someone else\n")
-    restored, unrestored = roll_back(writes, [])
+    restored, unrestored = roll_back(roots, writes, [])
     assert restored == ["a.txt"] and unrestored == ["b.txt"]
     assert a.read_text() == "a0\n" and b.read_text() == "someone else\n"
 
 
 def test_commit_refuses_stale_targets(tmp_path: Path) -> None:
+    roots = Roots(workspace=tmp_path)
     a, b, c = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
     a.write_text("a0\n")
     b.write_text("changed\n")
     c.write_text("appeared\n")
     writes = [
-        PlannedWrite(a, before=b"a0\n", after=b"a1\n", display="a.txt"),
-        PlannedWrite(b, before=b"b0\n", after=b"b1\n", display="b.txt"),
-        PlannedWrite(c, before=None, after=b"c1\n", display="c.txt"),
+        PlannedWrite(_at(roots, "a.txt"), before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(_at(roots, "b.txt"), before=b"b0\n", after=b"b1\n", display="b.txt"),
+        PlannedWrite(_at(roots, "c.txt"), before=None, after=b"c1\n", display="c.txt"),
     ]
     with pytest.raises(StaleWrite) as info:
-        commit(writes, journal_root=tmp_path / "j", allowed_roots=[tmp_path], recheck=lambda: None)
+        commit(roots, writes, journal_root=tmp_path / "j")
     assert info.value.details["paths"] == ["b.txt", "c.txt (it now exists)"]
     assert a.read_text() == "a0\n"
     assert not (tmp_path / "j").exists()
@@ -147,13 +154,20 @@ async def test_recovery_rolls_a_half_applied_patch_back(ws: Path, workspace: Wor
     (ws / "del.txt").write_text("d0\n")
     (ws / "untouched.txt").write_text("t0\n")
     os.chmod(ws / "del.txt", 0o640)
+    roots = workspace.ctx.roots
     writes = [
         PlannedWrite(
-            ws / "new/deep/add.txt", before=None, after=b"a1\n", display="new/deep/add.txt"
+            _at(roots, "new/deep/add.txt"), before=None, after=b"a1\n", display="new/deep/add.txt"
         ),
-        PlannedWrite(ws / "upd.txt", before=b"u0\n", after=b"u1\n", display="upd.txt", mode=0o644),
-        PlannedWrite(ws / "del.txt", before=b"d0\n", after=None, display="del.txt", mode=0o640),
-        PlannedWrite(ws / "untouched.txt", before=b"t0\n", after=b"t1\n", display="untouched.txt"),
+        PlannedWrite(
+            _at(roots, "upd.txt"), before=b"u0\n", after=b"u1\n", display="upd.txt", mode=0o644
+        ),
+        PlannedWrite(
+            _at(roots, "del.txt"), before=b"d0\n", after=None, display="del.txt", mode=0o640
+        ),
+        PlannedWrite(
+            _at(roots, "untouched.txt"), before=b"t0\n", after=b"t1\n", display="untouched.txt"
+        ),
     ]
     root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
     journal = Journal.begin(
@@ -163,7 +177,7 @@ async def test_recovery_rolls_a_half_applied_patch_back(ws: Path, workspace: Wor
         allowed_roots=[ws],
     )
     for w in writes[:3]:  # "killed" before the fourth write, with a temp file lying around
-        apply_one(w)
+        apply_one(roots, w)
     os.close(journal.lock_fd)  # the writer dies: the kernel drops its lock
     (ws / f"{TEMP_MARKER}0123456789ab-untouched.txt").write_bytes(b"t1")
     assert not (ws / "del.txt").exists()
@@ -178,14 +192,15 @@ async def test_recovery_leaves_files_changed_since_the_crash(
 ) -> None:
     (ws / "a.txt").write_text("a0\n")
     (ws / "b.txt").write_text("b0\n")
+    roots = workspace.ctx.roots
     writes = [
-        PlannedWrite(ws / "a.txt", before=b"a0\n", after=b"a1\n", display="a.txt"),
-        PlannedWrite(ws / "b.txt", before=b"b0\n", after=b"b1\n", display="b.txt"),
+        PlannedWrite(_at(roots, "a.txt"), before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(_at(roots, "b.txt"), before=b"b0\n", after=b"b1\n", display="b.txt"),
     ]
     root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
     journal = Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
     for w in writes:
-        apply_one(w)
+        apply_one(roots, w)
     os.close(journal.lock_fd)
     (ws / "a.txt").write_text("edited after the crash\n")
     await workspace.startup()
@@ -227,7 +242,8 @@ async def test_recovery_refuses_targets_outside_the_roots(
     )
     await workspace.startup()
     assert outside.read_text() == "mine\n"
-    assert _journals(workspace) == []
+    # A journal that cannot be verified against the running roots is left (and logged).
+    assert _journals(workspace) == [directory]
 
 
 # ---------------------------------------------------------------- serialisation
@@ -253,17 +269,18 @@ async def test_recovery_skips_a_journal_held_by_a_live_writer(
 ) -> None:
     (ws / "a.txt").write_text("a0\n")
     (ws / "b.txt").write_text("b0\n")
+    roots = workspace.ctx.roots
     writes = [
-        PlannedWrite(ws / "a.txt", before=b"a0\n", after=b"a1\n", display="a.txt"),
-        PlannedWrite(ws / "b.txt", before=b"b0\n", after=b"b1\n", display="b.txt"),
+        PlannedWrite(_at(roots, "a.txt"), before=b"a0\n", after=b"a1\n", display="a.txt"),
+        PlannedWrite(_at(roots, "b.txt"), before=b"b0\n", after=b"b1\n", display="b.txt"),
     ]
     root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
     journal = Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
-    apply_one(writes[0])  # another daemon is mid-patch
+    apply_one(roots, writes[0])  # another daemon is mid-patch
     await workspace.startup()
     assert (ws / "a.txt").read_text() == "a1\n"
     assert _journals(workspace) == [journal.directory]
-    apply_one(writes[1])
+    apply_one(roots, writes[1])
     journal.close()
     assert _journals(workspace) == []
     assert (ws / "b.txt").read_text() == "b1\n"
@@ -299,9 +316,10 @@ def test_unwritable_journal_writes_nothing(tmp_path: Path) -> None:
     a.write_text("a0\n")
     blocker = tmp_path / "state-is-a-file"
     blocker.write_text("")
-    writes = [PlannedWrite(a, before=b"a0\n", after=b"a1\n", display="a.txt")]
+    roots = Roots(workspace=tmp_path)
+    writes = [PlannedWrite(_at(roots, "a.txt"), before=b"a0\n", after=b"a1\n", display="a.txt")]
     with pytest.raises(AirlockError) as info:
-        commit(writes, journal_root=blocker / "j", allowed_roots=[tmp_path], recheck=lambda: None)
+        commit(roots, writes, journal_root=blocker / "j")
     assert info.value.code == "internal" and "nothing was written" in info.value.message
     assert a.read_text() == "a0\n"
 

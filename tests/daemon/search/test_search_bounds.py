@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from airlock.daemon.errors import Timeout
+from airlock.daemon.errors import AirlockError
+from airlock.daemon.search.engine import resolve_engine
 from airlock.daemon.search.limits import LINE_CUT_MARKER, RESPONSE_CAP
-from airlock.daemon.workspace import Workspace
+from airlock.daemon.search.rg import CountParser
+from airlock.daemon.search.runner import RunOutcome, run_engine, timeout_message
 from tests.daemon.search.support import Call, forced, write
 
 
@@ -90,16 +92,45 @@ async def test_wide_context_row_is_tightened_not_dropped(call: Call, ws: Path) -
     assert row["line"] == 11 and len(row["context_before"]) == 10
 
 
+async def test_a_fifo_is_refused_before_any_engine_runs(
+    monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path, engine: str
+) -> None:
+    # A FIFO nobody writes to would block an engine forever: it is refused up front.
+    os.mkfifo(ws / "pipe")
+    workspace = await forced(monkeypatch, ws, tmp_path, engine)
+    before = _children()
+    with pytest.raises(AirlockError) as err:
+        await asyncio.wait_for(workspace.call("file_search", {"pattern": "x", "path": "pipe"}), 20)
+    assert err.value.code == "invalid_request" and "not a regular file" in err.value.message
+    assert _children() <= before
+
+
+async def _engine_on_fifo(
+    monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path, engine: str, deadline: float
+) -> RunOutcome:
+    """The real engine reading a FIFO nobody writes to (it blocks until it is killed).
+
+    The tools never hand an engine a FIFO any more, so the runner's own kill path
+    is driven directly.
+    """
+    os.mkfifo(ws / "pipe")
+    workspace = await forced(monkeypatch, ws, tmp_path, engine)
+    resolved = await resolve_engine(workspace.ctx)
+    assert resolved is not None
+    argv = [resolved.path, "-e", "x", "--", "pipe"]
+    return await run_engine(argv, cwd=ws, parser=CountParser(None), deadline=deadline)
+
+
 async def test_timeout_kills_engine_and_says_so(
     monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path, engine: str
 ) -> None:
-    # A FIFO nobody writes to: the engine blocks reading it until it is killed.
-    os.mkfifo(ws / "pipe")
-    workspace = await forced(monkeypatch, ws, tmp_path, engine, search_timeout_s=0.5)
     before = _children()
-    with pytest.raises(Timeout) as err:
-        await asyncio.wait_for(workspace.call("file_search", {"pattern": "x", "path": "pipe"}), 20)
-    assert "0.5 s" in err.value.message and "killed" in err.value.message
+    loop = asyncio.get_running_loop()
+    outcome = await asyncio.wait_for(
+        _engine_on_fifo(monkeypatch, ws, tmp_path, engine, loop.time() + 0.5), 20
+    )
+    assert outcome.timed_out
+    assert "0.5 s" in timeout_message(0.5) and "killed" in timeout_message(0.5)
     await asyncio.sleep(0.1)
     assert _children() <= before
 
@@ -120,11 +151,13 @@ def _children() -> set[int]:
     return found
 
 
-async def test_cancelled_search_kills_engine(search_ws: Workspace, ws: Path) -> None:
-    os.mkfifo(ws / "pipe")
+async def test_cancelled_search_kills_engine(
+    monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path, engine: str
+) -> None:
     before = _children()
-    task = asyncio.create_task(search_ws.call("file_search", {"pattern": "x", "path": "pipe"}))
-    for _ in range(100):
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(_engine_on_fifo(monkeypatch, ws, tmp_path, engine, loop.time() + 60))
+    for _ in range(250):
         await asyncio.sleep(0.02)
         if _children() - before:
             break

@@ -1,0 +1,94 @@
+"""Shared pieces of the adversarial suite: a real airlockd per test, hostile helpers.
+
+Every test here runs the real daemon as a subprocess (``tests.fakes.daemon_harness``)
+and attacks it from other real processes; ``resolver`` runs a test once with
+``openat2`` and once with the forced component walk (``AIRLOCK_RESOLVER=walk``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airlock.daemon.errors import AirlockError
+from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def resolver(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def resolver_env(resolver: str) -> dict[str, str]:
+    return {"AIRLOCK_RESOLVER": "walk" if resolver == "walk" else "openat2"}
+
+
+@asynccontextmanager
+async def daemon_for(
+    workspace: Path, resolver: str = "openat2", extra_args: tuple[str, ...] = ()
+) -> AsyncIterator[RunningDaemon]:
+    async with running_daemon(
+        workspace, env=resolver_env(resolver), extra_args=extra_args
+    ) as daemon:
+        yield daemon
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every entry under ``root`` (never following links): type, mode and content hash."""
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            st = os.lstat(path)
+            kind = stat.S_IFMT(st.st_mode)
+            digest = ""
+            if stat.S_ISREG(st.st_mode):
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif stat.S_ISLNK(st.st_mode):
+                digest = os.readlink(path)
+            out[str(path.relative_to(root))] = f"{kind:o} {stat.S_IMODE(st.st_mode):o} {digest}"
+    return out
+
+
+async def outcome(call: Callable[[], Any]) -> tuple[str, str]:
+    """(``ok`` or the error code, the whole response or error message as text)."""
+    try:
+        result = await call()
+    except AirlockError as exc:
+        return str(exc.code), f"{exc.message} {exc.details}"
+    return "ok", repr(result)
+
+
+@asynccontextmanager
+async def attacker(a: Path, b: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The swapping attacker as a real process; stopped (and the tree restored) on exit."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.daemon.adversarial.attacker",
+        "swap",
+        str(a),
+        str(b),
+        cwd=str(REPO),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 30)
+    assert line.strip() == b"ready", line
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
