@@ -115,11 +115,6 @@ async def test_exec_user_cannot_read_the_token_or_write_state_or_artifacts(split
     assert d.state_dir.stat().st_uid == os.geteuid() and d.state_dir.stat().st_mode & 0o777 == 0o700
 
 
-@pytest.mark.xfail(
-    reason="needs the write path (fsio) to give created files to the exec user: the "
-    "confinement half of issue 12; remove this mark when it lands",
-    strict=False,
-)
 async def test_files_the_tools_create_stay_editable_by_the_exec_user(split) -> None:  # type: ignore[no-untyped-def]
     layout, _d, c = split
     await c.file_write(path="made.txt", content="by the tool\n")
