@@ -18,11 +18,12 @@ offered with its ``model_input_schema`` (never ``granted_paths``) and with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,7 +195,11 @@ class AirlockMCP:
         self, stream: Callable[..., Any], args: dict[str, Any], progress: Progress
     ) -> Any:
         """With ``DaemonClient.exec_stream()``: each output event is a progress notification,
-        and the result has exec's shape (output kept as ``keep``/``max_output_bytes`` say)."""
+        and the result has exec's shape (output kept as ``keep``/``max_output_bytes`` say).
+
+        A command that prints nothing for ``progress_interval_s`` still gets a heartbeat
+        notification, so a host can tell a silent build from a hung call.
+        """
         limit = int(args.get("max_output_bytes") or 100_000)
         keep_head = args.get("keep") == "head"
         out = {"stdout": bytearray(), "stderr": bytearray()}
@@ -202,7 +207,12 @@ class AirlockMCP:
         started = time.monotonic()
         exit_event: Mapping[str, Any] = {}
         count = 0
-        async for event in stream(**args):
+        async for event in self._with_heartbeats(stream(**args)):
+            if event is None:
+                count += 1
+                elapsed = time.monotonic() - started
+                await progress(count, None, f"{args['argv'][0]}: running {elapsed:.0f}s")
+                continue
             data = event if isinstance(event, Mapping) else event.model_dump()
             kind = data.get("type")
             if kind in out:
@@ -229,6 +239,33 @@ class AirlockMCP:
             stdout_truncated=cut["stdout"],
             stderr_truncated=cut["stderr"],
         ).model_dump()
+
+    async def _with_heartbeats(self, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """``events``, with ``None`` inserted after every ``progress_interval_s`` of silence."""
+        iterator = aiter(events)
+        pending: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(iterator))
+                done, _ = await asyncio.wait({pending}, timeout=self.progress_interval_s)
+                if not done:
+                    yield None
+                    continue
+                try:
+                    event = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                yield event
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await pending
+            closer = getattr(iterator, "aclose", None)
+            if closer is not None:
+                await closer()
 
 
 _PROGRESS_PARAMS: dict[Any, frozenset[str]] = {}
