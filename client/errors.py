@@ -62,6 +62,10 @@ class GeneratedFile(_daemon.GeneratedFile, ToolError):
     pass
 
 
+class ReadOnly(_daemon.ReadOnly, ToolError):
+    pass
+
+
 class NotFound(_daemon.NotFound, ToolError):
     pass
 
@@ -118,6 +122,7 @@ _CLIENT_TYPES: dict[type[_daemon.AirlockError], type[ToolError]] = {
         Forbidden,
         PathEscape,
         GeneratedFile,
+        ReadOnly,
         NotFound,
         UnknownTool,
         IsDirectory,

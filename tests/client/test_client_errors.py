@@ -114,3 +114,14 @@ async def test_unreachable_proxy_is_proxy_unavailable() -> None:
         with pytest.raises(ProxyUnavailable) as info:
             await proxy.health()
     assert info.value.status == 0 and isinstance(info.value, ClientError)
+
+
+def test_read_only_has_a_named_client_class() -> None:
+    """``read_only`` (403, second edition) maps to an exported class, like every other code."""
+    from airlock.client.daemon import ReadOnly
+    from airlock.client.errors import ClientError, tool_error
+    from airlock.daemon import errors as daemon_errors
+
+    err = tool_error("read_only", "src/a.py is read-only", {"path": "src/a.py"})
+    assert type(err) is ReadOnly
+    assert isinstance(err, daemon_errors.ReadOnly) and isinstance(err, ClientError)
