@@ -25,7 +25,8 @@ from tests.daemon.adversarial.conftest import attacker, daemon_for, outcome, tre
 WINDOW_S = 15.0
 # Only the outside tree holds this token (content and a file name); the tools'
 # arguments never contain it, so any response that does leaked it from outside.
-TOKEN = "7731"
+# Not hex: a random incident id in an error message must never look like a leak.
+TOKEN = "zqx7731"
 CANARY = f"zq-canary-{TOKEN}"
 INSIDE = {
     "a.txt": "inside a\n",
