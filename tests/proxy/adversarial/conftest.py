@@ -32,6 +32,9 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.reflector import Reflector, reflector
 from tests.fakes.tls import TestCA
+
+# The upstreams the session/limits/audit modules share (module-scoped, one set a module).
+from tests.proxy.adversarial.ops_fixtures import ops_ca, ops_github, ops_other, ops_plain  # noqa: F401
 from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
 
 HOSTS = ["api.github.com", "github.com"]

@@ -17,7 +17,6 @@ import pytest
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
-from tests.proxy.adversarial import ops_fixtures
 from tests.proxy.adversarial.ops_fixtures import (
     Received,
     Tunnel,
@@ -28,12 +27,6 @@ from tests.proxy.adversarial.ops_fixtures import (
 )
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
-
-# Upstream fixtures (see ops_fixtures), bound here so pytest finds them.
-ops_ca = ops_fixtures.ops_ca
-ops_github = ops_fixtures.ops_github
-ops_other = ops_fixtures.ops_other
-ops_plain = ops_fixtures.ops_plain
 
 pytestmark = pytest.mark.timeout(120)
 
