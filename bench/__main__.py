@@ -1,5 +1,6 @@
 """Run every benchmark module (``python -m bench [--small] [name ...]``), each printing its
-own tables; everything is also written to ``bench/results/latest.json``."""
+own tables; everything is also written to ``bench/results/latest.json``. Naming some
+benches re-runs only those and replaces only their entries in the file."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ def main(argv: list[str]) -> int:
             print(f"{name} failed: {exc!r}")
         durations[name] = round(time.monotonic() - started, 1)
         print(f"({name}: {durations[name]:.1f}s)")
-    path = report.write_latest({"failed": failed, "durations_s": durations})
+    path = report.write_latest(
+        {"failed": failed, "durations_s": durations}, ran=list(durations), merge=bool(wanted)
+    )
     print(f"\nresults: {path}")
     return 1 if failed else 0
 

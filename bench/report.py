@@ -162,11 +162,46 @@ def results(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def write_latest(extra: dict[str, Any] | None = None, folder: Path = RESULTS_DIR) -> Path:
+def write_latest(
+    extra: dict[str, Any] | None = None,
+    folder: Path = RESULTS_DIR,
+    *,
+    ran: Sequence[str] = (),
+    merge: bool = False,
+) -> Path:
+    """Write ``latest.json``. ``merge`` (a run of some benches only) keeps the other benches'
+    figures and tables from the file already there, so one slow bench can be re-run alone;
+    ``runs`` says, per bench, which commit, machine load and time its figures come from."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "latest.json"
+    current = results(extra)
+    run_info = {
+        "commit": current["commit"],
+        "written_at": current["written_at"],
+        "scale": current["scale"],
+        "load_average": current["machine"]["load_average"],
+    }
+    runs: dict[str, Any] = {}
+    if merge and path.exists():
+        try:
+            previous = json.loads(path.read_text())
+        except ValueError:
+            previous = {}
+        mine = set(ran)
+        runs = {k: v for k, v in previous.get("runs", {}).items() if k not in mine}
+        for key in ("figures", "tables"):
+            kept = [x for x in previous.get(key, []) if x.get("bench") not in mine]
+            current[key] = kept + current[key]
+        for key in ("durations_s",):
+            earlier = {k: v for k, v in previous.get(key, {}).items() if k not in mine}
+            current[key] = {**earlier, **current.get(key, {})}
+        current["failed"] = sorted(
+            {*(x for x in previous.get("failed", []) if x not in mine), *current.get("failed", [])}
+        )
+    runs.update({name: run_info for name in ran})
+    current["runs"] = dict(sorted(runs.items()))
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results(extra), indent=1, default=str) + "\n")
+    tmp.write_text(json.dumps(current, indent=1, default=str) + "\n")
     tmp.replace(path)
     return path
 
