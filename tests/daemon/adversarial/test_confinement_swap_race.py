@@ -169,6 +169,10 @@ async def test_swap_race_never_leaves_the_workspace(tmp_path: Path, resolver: st
         assert proc.returncode is None, "the attacker stopped early"
     assert leaks == [], f"{len(leaks)} responses carried outside content: {leaks[:5]}"
     assert tree_digest(outside) == canary_before, "the canary tree outside was changed"
+    # A path swapped under a call is the caller's race: a typed error (conflict,
+    # path_escape, not_found...) that says to retry, never "internal".
+    internal = {k: v for k, v in results.items() if k.endswith(":internal")}
+    assert internal == {}, f"calls answered internal under the race: {internal}"
     for name in steps():
         assert results[name] > 0, f"{name} never ran: {dict(results)}"
     # The race is real: with the attacker on, some calls land inside and succeed.
