@@ -94,6 +94,7 @@ async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutpu
             changes = await asyncio.to_thread(_plan_changes, ctx, resolved_ops)
             writes = [w for change in changes for w in change.writes]
             await tracker.before_write()
+            tracker.expect(writes)
             await finish_even_if_cancelled(
                 asyncio.to_thread(
                     commit,

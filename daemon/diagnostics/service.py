@@ -38,7 +38,7 @@ from airlock.daemon.protocol import (
 
 _MEMO_FILES = 256
 
-__all__ = ["DiagnosticsService", "EditTracker"]
+__all__ = ["Ahead", "DiagnosticsService", "EditTracker"]
 
 
 class DiagnosticsService:
@@ -66,6 +66,9 @@ class DiagnosticsService:
         self._memo: OrderedDict[Path, _Remembered] = OrderedDict()
         self.type_checker_runs = 0
         """How many checker processes were started (tests and the benchmark read it)."""
+        self.checked_ahead = 0
+        """How many files' after-edit results came from checking their bytes ahead of
+        the write (tests read it)."""
 
     async def run(
         self,
@@ -127,6 +130,8 @@ class DiagnosticsService:
         *,
         reuse_types: bool = False,
         run_as: RunAs | None = None,
+        worker_plan: dict[Path, list[str]] | None = None,
+        ahead: Ahead | None = None,
     ) -> Results:
         """Every requested check over ``paths``; never raises (failures become skips).
 
@@ -134,6 +139,10 @@ class DiagnosticsService:
         the previous run over the same bytes, when no edit finished since (the
         usual case: edit N's result is edit N+1's baseline), saving one type
         checker run per edit.
+        ``worker_plan``: filled with the worker checks asked of each file (an
+        edit's after-check asks the same ones ahead of its write, :meth:`ahead`).
+        ``ahead``: worker results already computed from the bytes this edit
+        wrote; a file whose plan is unchanged takes them instead of a new request.
         """
         run_as = self.write_scope if run_as is None else run_as
         results: Results = {c: CheckResult(c) for c in checks}
@@ -155,13 +164,22 @@ class DiagnosticsService:
                     for job in self._git_jobs(results["git-diff"], files, repos, entries, dirs)
                 )
             worker_checks = [c for c in ("syntax", "whitespace") if c in checks]
+            from_ahead: list[Path] = []
             for real, display in files.items() if worker_checks else ():
                 wanted = [c for c in worker_checks if c == "syntax" or real not in tracked]
-                if wanted:
-                    jobs.append(
-                        asyncio.ensure_future(self._worker_job(results, real, display, wanted))
-                    )
+                if worker_plan is not None:
+                    worker_plan[real] = wanted
+                if not wanted:
+                    continue
+                if ahead is not None and ahead.plan.get(real) == wanted:
+                    from_ahead.append(real)
+                    continue
+                jobs.append(asyncio.ensure_future(self._worker_job(results, real, display, wanted)))
             await asyncio.gather(*jobs)
+            for real in from_ahead:
+                assert ahead is not None
+                _merge(results, await ahead.results(real))
+                self.checked_ahead += 1
             if "syntax" in checks and "types" in checks:
                 _drop_checker_parse_errors(results)
         except Exception as exc:
@@ -213,12 +231,37 @@ class DiagnosticsService:
 
         return [one(repo, members) for repo, members in by_repo.items()]
 
+    def ahead(self, contents: dict[Path, tuple[str, bytes]], plan: dict[Path, list[str]]) -> Ahead:
+        """Start the worker checks of bytes about to be written, so they overlap the write.
+
+        ``contents`` maps a file to its display name and new bytes; ``plan`` is
+        the baseline's worker plan (which checks each file was asked). Syntax and
+        whitespace depend on the bytes alone, so checking them before they reach
+        the disk answers exactly what checking the file afterwards would.
+        """
+        ahead = Ahead()
+        for real, (display, data) in contents.items():
+            wanted = plan.get(real)
+            if not wanted or len(data) > AHEAD_MAX_BYTES:
+                continue
+            results: Results = {c: CheckResult(c) for c in wanted}
+            job = self._worker_job(results, real, display, wanted, data)
+            ahead.add(real, wanted, results, job)
+        return ahead
+
     async def _worker_job(
-        self, results: Results, real: Path, display: str, checks: list[str]
+        self,
+        results: Results,
+        real: Path,
+        display: str,
+        checks: list[str],
+        content: bytes | None = None,
     ) -> None:
         async def body() -> None:
             answer = await self.worker.request(
-                {"path": str(real), "display": display, "checks": checks}, self.timeout_s
+                {"path": str(real), "display": display, "checks": checks},
+                self.timeout_s,
+                content,
             )
             state = answer.get("state")
             for check in checks:
@@ -297,6 +340,42 @@ class DiagnosticsService:
             self._memo.move_to_end(real)
         while len(self._memo) > _MEMO_FILES:
             self._memo.popitem(last=False)
+
+
+AHEAD_MAX_BYTES = 16 * 1024 * 1024
+"""Larger files are checked from disk after the write (their bytes are not piped)."""
+
+
+class Ahead:
+    """Worker checks of an edit's new bytes, running while the edit writes them."""
+
+    def __init__(self) -> None:
+        self.plan: dict[Path, list[str]] = {}
+        """Which checks each file's bytes are being checked for."""
+        self._jobs: dict[Path, tuple[Results, asyncio.Future[None]]] = {}
+
+    def add(self, real: Path, checks: list[str], results: Results, job: Awaitable[None]) -> None:
+        self.plan[real] = checks
+        self._jobs[real] = (results, asyncio.ensure_future(job))
+
+    async def results(self, real: Path) -> Results:
+        results, job = self._jobs[real]
+        await asyncio.shield(job)
+        return results
+
+    def cancel(self) -> None:
+        for _, job in self._jobs.values():
+            job.cancel()
+
+
+def _merge(into: Results, part: Results) -> None:
+    for check, result in part.items():
+        target = into[check]
+        target.ran = target.ran or result.ran
+        target.findings.extend(result.findings)
+        target.not_applicable.extend(result.not_applicable)
+        target.skipped.extend(result.skipped)
+        target.skipped_paths.update(result.skipped_paths)
 
 
 @dataclass(frozen=True)

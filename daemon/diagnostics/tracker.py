@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING
 from airlock.daemon.diagnostics.baseline import new_findings
 from airlock.daemon.diagnostics.model import CheckResult, Finding
 from airlock.daemon.diagnostics.report import Results, capped, skipped_entries
+from airlock.daemon.fsio import PlannedWrite
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import Diagnostic, SkippedCheck
 
 if TYPE_CHECKING:
-    from airlock.daemon.diagnostics.service import DiagnosticsService
+    from pathlib import Path
+
+    from airlock.daemon.diagnostics.service import Ahead, DiagnosticsService
 
 
 def _cancel_soon(task: asyncio.Task[Results], loop: asyncio.AbstractEventLoop) -> None:
@@ -27,7 +30,8 @@ class EditTracker:
 
     ``start`` launches the baseline as a task so it overlaps the edit's own
     planning; ``before_write`` waits for it (the files must not change under
-    it); ``finish`` checks the written files and subtracts. Disabled, every
+    it); ``expect`` starts checking the new bytes so that runs while they are
+    written; ``finish`` checks what is left and subtracts. Disabled, every
     method returns at once and nothing is spawned.
     """
 
@@ -38,12 +42,19 @@ class EditTracker:
         self.paths = list(paths)
         self.enabled = enabled
         self._baseline: asyncio.Task[Results] | None = None
+        self._worker_plan: dict[Path, list[str]] = {}
+        self._ahead: Ahead | None = None
 
     async def start(self) -> None:
         """Begin the baseline; called before validation so the two overlap."""
         if self.enabled and self._baseline is None:
             self._baseline = asyncio.create_task(
-                self.service.collect(self.paths, self.service.edit_checks, reuse_types=True)
+                self.service.collect(
+                    self.paths,
+                    self.service.edit_checks,
+                    reuse_types=True,
+                    worker_plan=self._worker_plan,
+                )
             )
             # An edit that fails before writing drops its tracker without finishing:
             # the baseline is then useless, and its checker processes are killed.
@@ -65,10 +76,30 @@ class EditTracker:
                 return None
             raise
 
+    def expect(self, writes: Sequence[PlannedWrite]) -> None:
+        """The edit is about to write ``writes``: check their new bytes meanwhile.
+
+        Called after :meth:`before_write` (the baseline's plan is known). Only
+        the byte-level checks (syntax, whitespace) start here; whatever needs
+        the files on disk (git, types) runs in :meth:`finish`.
+        """
+        if not self.enabled or self._baseline is None or not self._baseline.done():
+            return
+        mine = {p.real for p in self.paths}
+        contents = {
+            w.target.real: (w.display, w.after)
+            for w in writes
+            if w.after is not None and w.target.real in mine
+        }
+        if contents:
+            self._ahead = self.service.ahead(contents, self._worker_plan)
+
     def cancel(self) -> None:
         """Abandon the baseline (the edit failed before writing); its checkers are killed."""
         if self._baseline is not None and not self._baseline.done():
             self._baseline.cancel()
+        if self._ahead is not None:
+            self._ahead.cancel()
 
     async def finish(self) -> tuple[list[Diagnostic], list[SkippedCheck]]:
         if not self.enabled:
@@ -78,7 +109,7 @@ class EditTracker:
         before = await self._wait_baseline()
         if before is None:  # no baseline, no way to tell new from old: report nothing
             return [], [SkippedCheck(check=c, reason="baseline: cancelled") for c in checks]
-        after = await self.service.collect(self.paths, checks)
+        after = await self.service.collect(self.paths, checks, ahead=self._ahead)
         findings: dict[str, list[Finding]] = {}
         merged: Results = {}
         for check in checks:

@@ -5,10 +5,14 @@ exits at end of input (so it dies with the daemon). It owns the CPU-bound
 checks, ``syntax`` and ``whitespace``, because tree-sitter and Python's parser
 hold the GIL: in the daemon they would stall every other request while a
 large file is parsed. Requests name a file; the worker reads it itself, so a
-1 MB file is never copied through the pipe.
+file on disk is never copied through the pipe. An editing tool's after-check
+is the exception: it sends the bytes it is about to write (``content_bytes``,
+the raw bytes following the request line), so the check runs while the
+write and its fsyncs do, instead of after them.
 
 Request:  {"id": 1, "path": "/real/path", "display": "src/a.py",
            "checks": ["syntax", "whitespace"], "max_bytes": 67108864}
+          optionally "content_bytes": N, then exactly N bytes: the file's content
 Response: {"id": 1, "state": "ok" | "missing" | "binary" | "too_large" | "unreadable",
            "detail": "...", "results": {"syntax": {"applicable": true, "findings": [...],
            "error": null}}}
@@ -16,7 +20,6 @@ Response: {"id": 1, "state": "ok" | "missing" | "binary" | "too_large" | "unread
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -67,19 +70,24 @@ class Worker:
         self.paths: Counter[str] = Counter()
         """Which path each check took ("whitespace:incremental", "syntax:full"...): tests."""
 
-    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, req: dict[str, Any], content: bytes | None = None) -> dict[str, Any]:
+        """Check the file ``req`` names: its bytes on disk, or ``content`` when given
+        (the bytes an edit is about to write there)."""
         path = Path(req["path"])
         display = str(req.get("display", path))
         answer: dict[str, Any] = {"id": req.get("id"), "state": "ok", "results": {}}
         limit = int(req.get("max_bytes", 64 * 1024 * 1024))
-        try:
-            data = _read_regular(path, limit + 1)
-        except (FileNotFoundError, NotADirectoryError):
-            return {**answer, "state": "missing"}
-        except IsADirectoryError:
-            return {**answer, "state": "missing", "detail": "a directory"}
-        except OSError as exc:
-            return {**answer, "state": "unreadable", "detail": str(exc)}
+        if content is not None:
+            data = content
+        else:
+            try:
+                data = _read_regular(path, limit + 1)
+            except (FileNotFoundError, NotADirectoryError):
+                return {**answer, "state": "missing"}
+            except IsADirectoryError:
+                return {**answer, "state": "missing", "detail": "a directory"}
+            except OSError as exc:
+                return {**answer, "state": "unreadable", "detail": str(exc)}
         if len(data) > limit:
             return {**answer, "state": "too_large"}
         checks = tuple(str(c) for c in req.get("checks", []))
@@ -250,45 +258,78 @@ IDLE_EXIT_S = 600.0
 """An unused worker exits on its own; the daemon starts a new one on demand."""
 
 
-def request_lines(fd: int, idle_s: float) -> Iterator[bytes]:
-    """Lines from ``fd`` until end of input, idleness, or the parent going away.
+class FrameError(Exception):
+    """The input is not a request line (and its content): the stream cannot be trusted."""
+
+
+def request_frames(fd: int, idle_s: float) -> Iterator[tuple[dict[str, Any], bytes | None]]:
+    """Requests from ``fd``, each with its inline content, until end of input, idleness,
+    or the parent going away.
 
     The parent check matters when the daemon is killed while another process
     still holds the pipe's write end (a forked child): EOF would never come.
+    A line that is not a JSON object raises :class:`FrameError`: without its
+    header the length of any content after it is unknown, so nothing that
+    follows can be framed.
     """
     parent = os.getppid()
-    buffer = b""
+    buffer = bytearray()
     idle = 0.0
-    while True:
-        ready, _, _ = select.select([fd], [], [], 5.0)
-        if not ready:
+
+    def fill() -> bool:
+        nonlocal idle
+        while True:
+            ready, _, _ = select.select([fd], [], [], 5.0)
+            if ready:
+                break
             idle += 5.0
             if os.getppid() != parent or idle >= idle_s:
-                return
-            continue
+                return False
         idle = 0.0
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            yield line
+        chunk = os.read(fd, 1 << 20)
+        buffer.extend(chunk)
+        return bool(chunk)
+
+    while True:
+        while (end := buffer.find(b"\n")) < 0:
+            if not fill():
+                return
+        line = bytes(buffer[:end])
+        del buffer[: end + 1]
+        try:
+            req = json.loads(line)
+        except ValueError as exc:
+            raise FrameError(f"not a JSON request line: {exc}") from None
+        if not isinstance(req, dict):
+            raise FrameError("a request must be a JSON object")
+        size = req.get("content_bytes")
+        content: bytes | None = None
+        if size is not None:
+            if not isinstance(size, int) or size < 0:
+                raise FrameError("content_bytes must be a non-negative integer")
+            while len(buffer) < size:
+                if not fill():
+                    return
+            content = bytes(buffer[:size])
+            del buffer[:size]
+        yield req, content
 
 
 def main() -> None:
     worker = Worker()
     out = sys.stdout
-    for raw in request_lines(sys.stdin.fileno(), IDLE_EXIT_S):
-        try:
-            req = json.loads(raw)
-            answer = worker.handle(req)
-        except Exception as exc:
-            answer = {"id": None, "state": "unreadable", "detail": f"worker error: {exc!r}"}
-            with contextlib.suppress(ValueError, AttributeError):
-                answer["id"] = json.loads(raw).get("id")
-        out.write(json.dumps(answer) + "\n")
-        out.flush()
+    try:
+        for req, content in request_frames(sys.stdin.fileno(), IDLE_EXIT_S):
+            try:
+                answer = worker.handle(req, content)
+            except Exception as exc:
+                answer = {"id": req.get("id"), "state": "unreadable"}
+                answer["detail"] = f"worker error: {exc!r}"
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+    except FrameError as exc:  # the daemon sees the exit and starts a fresh worker
+        sys.stderr.write(f"airlock diagnostics worker: {exc}\n")
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -125,15 +125,26 @@ class WorkerClient:
     def pid(self) -> int | None:
         return self._channel.spawned.pid if self._channel is not None else None
 
-    async def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send one request; raises CheckTimeout, CheckUnavailable or WorkerGone."""
+    async def request(
+        self, payload: dict[str, Any], timeout_s: float, content: bytes | None = None
+    ) -> dict[str, Any]:
+        """Send one request; raises CheckTimeout, CheckUnavailable or WorkerGone.
+
+        ``content`` travels after the request line (``content_bytes`` says how
+        many bytes): the worker checks it instead of reading the file.
+        """
         channel = await self._ensure()
         ident = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         channel.pending[ident] = future
         try:
             try:
-                channel.spawned.write((json.dumps({**payload, "id": ident}) + "\n").encode())
+                header = {**payload, "id": ident}
+                if content is not None:
+                    header["content_bytes"] = len(content)
+                channel.spawned.write((json.dumps(header) + "\n").encode())
+                if content:
+                    channel.spawned.write(content)
             except (BrokenPipeError, ConnectionError) as exc:
                 self._discard(channel)
                 raise WorkerGone("the diagnostics worker exited") from exc

@@ -70,6 +70,7 @@ async def write_all(
     from airlock.daemon.apply_patch.journal import journal_root
 
     await tracker.before_write()
+    tracker.expect(plans)
     root = journal_root(ctx.config.state, ctx.roots.workspace)
     try:
         await finish_even_if_cancelled(
