@@ -21,7 +21,15 @@ import stat
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 
-from airlock.daemon.errors import Internal, NotFound, ReadOnly, StaleWrite, TooLarge
+from airlock.daemon.errors import (
+    AirlockError,
+    Conflict,
+    Internal,
+    NotFound,
+    ReadOnly,
+    StaleWrite,
+    TooLarge,
+)
 from airlock.daemon.paths import Anchor, ResolvedPath, Roots
 
 TEMP_MARKER = ".airlock-tmp-"
@@ -244,14 +252,22 @@ class CommitFailed(Exception):
         self.restored = restored
         self.unrestored = unrestored
 
-    def as_error(self) -> Internal:
-        """The model-facing error: what failed, what was rolled back, what could not be."""
-        return Internal(
+    def as_error(self) -> AirlockError:
+        """The model-facing error: what failed, what was rolled back, what could not be.
+
+        A write refused by the confinement layer (a directory swapped for a
+        symlink or a file after planning) means the workspace changed under the
+        call: ``conflict``, retry. Anything else (disk full, EFBIG, EIO) is the
+        machine's failure: ``internal``.
+        """
+        raced = isinstance(self.cause, AirlockError)
+        error = Conflict if raced else Internal
+        return error(
             f"writing {self.failed.display} failed ({self.cause}); "
             + (
                 f"rolled back: {', '.join(self.restored)}. "
                 if self.restored
-                else "nothing had been written yet. "
+                else ("nothing was rolled back. " if self.unrestored else "nothing was written. ")
             )
             + (
                 "could NOT roll back (changed by someone else meanwhile): "
@@ -259,7 +275,11 @@ class CommitFailed(Exception):
                 if self.unrestored
                 else ""
             )
-            + "Fix the cause (permissions, disk space) and try again.",
+            + (
+                "Something changed these paths while the call ran; re-read them and try again."
+                if raced
+                else "Fix the cause (permissions, disk space) and try again."
+            ),
             {
                 "failed": self.failed.display,
                 "rolled_back": self.restored,

@@ -103,6 +103,6 @@ def commit(
     journal.close()
 
 
-def failure_error(exc: CommitFailed) -> Internal:
+def failure_error(exc: CommitFailed) -> AirlockError:
     """The model-facing error for a write that failed after others landed."""
     return exc.as_error()
