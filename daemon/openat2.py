@@ -23,6 +23,9 @@ RESOLVE_NO_XDEV = 0x01
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
+RESOLVE_CACHED = 0x20
+"""Fail with EAGAIN unless every component is in the kernel's lookup cache (Linux 5.12+):
+what lets a lookup run on the event loop without ever waiting for the disk."""
 
 _MACHINES = frozenset({"x86_64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x"})
 

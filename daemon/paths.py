@@ -140,6 +140,30 @@ def real_path_str(candidate: str) -> str:
     return os.path.realpath(candidate)
 
 
+_SETTLE_ATTEMPTS = 3
+
+
+def _real_path_settled(candidate: str, raw: str) -> str:
+    """``real_path_str``, retried while the path is being swapped under it.
+
+    ``realpath`` stats a component, then reads it as a link; a process that
+    swaps a directory and a symlink in between makes ``readlink`` fail
+    (EINVAL). That is the caller's race, not the daemon's fault: it gets a
+    ``conflict`` that says to retry, never ``internal``. Confinement does not
+    depend on this name (every later open is fd-relative from a root).
+    """
+    for _ in range(_SETTLE_ATTEMPTS):
+        try:
+            return real_path_str(candidate)
+        except OSError:
+            continue
+    raise Conflict(
+        f"{raw!r} kept changing while it was being resolved (another process is renaming "
+        "or relinking it); retry once it is stable",
+        {"path": raw},
+    )
+
+
 def _is_within(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
@@ -176,6 +200,7 @@ class Roots:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _fds: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cached_lookups: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.workspace = real_path(self.workspace)
@@ -221,7 +246,7 @@ class Roots:
         # realpath normalises "//", "." and ".." itself, exactly as Path() + realpath did.
         if not expanded.startswith("/"):
             expanded = os.path.join(str(self.workspace), expanded)
-        resolved = real_path_str(expanded)
+        resolved = _real_path_settled(expanded, raw)
         root = self._root_for_str(resolved, intent, granted)
         if root is None:
             raise PathEscape(
@@ -502,41 +527,72 @@ class Roots:
         Anything else (a link leaving the workspace for an extra root, ``..``, an
         absolute path) takes the general path: :meth:`resolve` then :meth:`open_file`.
         """
-        if (
+        if not granted:
+            try:
+                opened = self._open_beneath_workspace(raw, _RESOLVE)
+            except OSError:
+                opened = None
+            if opened is not None:
+                return opened
+        resolved = self.resolve(raw, intent="read", granted=granted)
+        fd, st = self.open_file(resolved)
+        return resolved, fd, st
+
+    def open_cached_for_read(self, raw: str) -> tuple[ResolvedPath, int, os.stat_result] | None:
+        """:meth:`open_for_read`'s usual case, only if it cannot wait for the disk, else None.
+
+        ``RESOLVE_CACHED`` makes the kernel answer EAGAIN rather than read a
+        directory from storage, so this may run on the event loop; None (any
+        doubt: not cached, an unusual path, a kernel without the flag) sends
+        the caller to the thread that runs :meth:`open_for_read`. Confinement
+        is the same ``RESOLVE_BENEATH`` lookup; refusals (a FIFO, a directory)
+        raise exactly what the general path raises.
+        """
+        if not self._cached_lookups:
+            return None
+        try:
+            return self._open_beneath_workspace(raw, _RESOLVE | openat2.RESOLVE_CACHED)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:  # the kernel predates RESOLVE_CACHED: stop asking
+                self._cached_lookups = False
+            return None
+
+    def _open_beneath_workspace(
+        self, raw: str, resolve: int
+    ) -> tuple[ResolvedPath, int, os.stat_result] | None:
+        """One ``openat2`` beneath the workspace fd for a plain relative path; the kernel's
+        own record of what it opened (``/proc/self/fd``) gives the real path and display.
+        None when the path is not that simple or lands outside every root (the general
+        path then gives the full answer); OSError from the lookup itself."""
+        if not (
             raw
-            and not granted
             and raw[0] not in "/~"
             and ".." not in raw
             and "\x00" not in raw
             and openat2.available()
         ):
-            base = self._fds.get(str(self.workspace))
-            if base is None:
-                base = self.root_fd(self.workspace)
-            try:
-                fd = openat2.openat2(base, raw, _FILE_FLAGS, _RESOLVE)
-            except OSError:
-                fd = -1
-            if fd >= 0:
-                try:
-                    real = os.readlink(f"/proc/self/fd/{fd}")
-                    root = (
-                        self._root_for_str(real, "read", ())
-                        if real.startswith("/") and not real.endswith(" (deleted)")
-                        else None
-                    )
-                    if root is not None:
-                        resolved = ResolvedPath(Path(real), root, self._display_str(real))
-                        st = os.fstat(fd)
-                        check_regular(st, resolved.display)
-                        return resolved, fd, st
-                except BaseException:
-                    os.close(fd)
-                    raise
-                os.close(fd)
-        resolved = self.resolve(raw, intent="read", granted=granted)
-        fd, st = self.open_file(resolved)
-        return resolved, fd, st
+            return None
+        base = self._fds.get(str(self.workspace))
+        if base is None:
+            base = self.root_fd(self.workspace)
+        fd = openat2.openat2(base, raw, _FILE_FLAGS, resolve)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+            root = (
+                self._root_for_str(real, "read", ())
+                if real.startswith("/") and not real.endswith(" (deleted)")
+                else None
+            )
+            if root is not None:
+                resolved = ResolvedPath(Path(real), root, self._display_str(real))
+                st = os.fstat(fd)
+                check_regular(st, resolved.display)
+                return resolved, fd, st
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        return None
 
     def open_file(self, resolved: ResolvedPath) -> tuple[int, os.stat_result]:
         """Open ``resolved`` read-only if it is a regular file; the caller closes the fd.

@@ -29,6 +29,10 @@ from airlock.daemon.text import StreamPage, decode, page_stream, split_lines
 # Files up to this size are read whole (the fast path for the usual small file);
 # larger ones are decoded and paged as a stream.
 STREAM_THRESHOLD = 1 << 20
+# Up to this size a read whose lookup and bytes are all in the kernel's caches is
+# answered on the event loop (no thread hop); decoding and paging it costs less
+# than the hop would.
+INLINE_MAX_BYTES = 64 * 1024
 
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -67,6 +71,48 @@ def _resolve_and_read(
         os.close(fd)
 
 
+def read_cached(
+    ctx: ToolContext, raw: str, offset: int, limit: int, budget: int
+) -> TextFile | ImageFile | None:
+    """The answer for a small file that is entirely in memory, without waiting; else None.
+
+    Safe on the event loop: the lookup is ``RESOLVE_CACHED`` (EAGAIN instead of
+    a directory read) and the bytes come from ``preadv2(RWF_NOWAIT)`` (EAGAIN or
+    a short read instead of disk I/O). Any doubt returns None and the caller
+    takes the thread path, which gives the same answer the slow way.
+    """
+    opened = ctx.roots.open_cached_for_read(raw)
+    if opened is None:
+        return None
+    resolved, fd, st = opened
+    try:
+        size = st.st_size
+        if size > INLINE_MAX_BYTES or size > ctx.config.max_text_bytes:
+            return None
+        data = _read_nowait(fd, size)
+        if data is None:
+            return None
+        return _read_open(ctx, resolved, fd, st, offset, limit, budget, data)
+    finally:
+        os.close(fd)
+
+
+def _read_nowait(fd: int, size: int) -> bytes | None:
+    """All ``size`` bytes from the page cache, or None if any would come from storage (or
+    the file changed size since ``fstat``: one byte more is asked to see that)."""
+    buffer = bytearray(size + 1)
+    try:
+        got = os.preadv(fd, [buffer], 0, _RWF_NOWAIT)
+    except OSError:  # EAGAIN (not cached), EOPNOTSUPP (this file system cannot tell)
+        return None
+    if got != size:
+        return None
+    return bytes(buffer[:size])
+
+
+_RWF_NOWAIT: int = getattr(os, "RWF_NOWAIT", 0)
+
+
 def _read_sync(
     ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int, budget: int
 ) -> TextFile | ImageFile:
@@ -82,21 +128,24 @@ def _read_open(
     offset: int,
     limit: int,
     budget: int,
+    data: bytes | None = None,
 ) -> TextFile | ImageFile:
     """Read what the page needs from a regular file the resolver opened.
 
     A file above ``STREAM_THRESHOLD`` is decoded and paged as a stream
     (:func:`airlock.daemon.text.page_stream`), so the memory a read costs is
-    the page it returns plus a constant, not a multiple of the file.
+    the page it returns plus a constant, not a multiple of the file. ``data``:
+    the whole file, already read (:func:`read_cached`).
     """
     display = resolved.display
-    size = st.st_size
+    size = len(data) if data is not None else st.st_size
     image_limit = ctx.config.max_image_bytes
     text_limit = ctx.config.max_text_bytes
     small = size <= STREAM_THRESHOLD
     # A small file is read at once and sniffed from memory; above the threshold
     # the head decides what it is before anything big is read.
-    data = read_all(fd, size) if small else None
+    if data is None and small:
+        data = read_all(fd, size)
     head = data[:16] if data is not None else os.pread(fd, 16, 0)
     mime = sniff_image(head)
     if mime is not None:
@@ -213,7 +262,15 @@ async def _to_thread(fn: Callable[[], T]) -> T:
 async def file_read(
     ctx: ToolContext, req: FileReadInput, offload: Offload = _to_thread
 ) -> TextFile | ImageFile:
-    """Resolve and read in one hop off the loop; ``offload`` is the workspace's thread hop."""
+    """Resolve and read in one hop off the loop; ``offload`` is the workspace's thread hop.
+
+    A small file whose lookup and bytes are all cached is answered at once instead
+    (:func:`read_cached`): the hop costs more than the read.
+    """
+    if not req.granted_paths and _RWF_NOWAIT:
+        cached = read_cached(ctx, req.path, req.offset, req.limit, req.budget_chars)
+        if cached is not None:
+            return cached
     return await offload(
         partial(
             _resolve_and_read,
