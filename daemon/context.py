@@ -100,7 +100,7 @@ class ToolContext:
         )
         ctx = cls(config=config, roots=roots)
         ctx.diagnostics = DiagnosticsService(
-            roots.workspace, config.diagnostics_timeout_s, exec_user=config.exec_user
+            roots.workspace, config.diagnostics_timeout_s, exec_user=config.exec_user, roots=roots
         )
         from airlock.daemon.procs.spill import SpillStore
         from airlock.daemon.procs.table import ProcessTable

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from airlock.daemon.diagnostics import git_diff, types
 from airlock.daemon.diagnostics.expand import MAX_FILES, expand
@@ -28,8 +29,10 @@ from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckTimeout, CheckUnav
 from airlock.daemon.diagnostics.report import Results, capped, skip, skipped_entries
 from airlock.daemon.diagnostics.tracker import EditTracker
 from airlock.daemon.diagnostics.worker_client import WorkerClient, WorkerGone
+from airlock.daemon.errors import AirlockError, IsDirectory, NotFound, TooLarge
+from airlock.daemon.fsio import read_file_bytes
 from airlock.daemon.identity import ExecUser
-from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.paths import ResolvedPath, Roots
 from airlock.daemon.protocol import (
     ALL_CHECKS,
     CheckName,
@@ -51,8 +54,12 @@ class DiagnosticsService:
         *,
         edit_checks: Sequence[CheckName] = ALL_CHECKS,
         exec_user: ExecUser | None = None,
+        roots: Roots | None = None,
     ) -> None:
         self.workspace = workspace
+        self.roots = roots if roots is not None else Roots(workspace=workspace)
+        """Every file a check reads is read through these (fd-relative, beneath its root):
+        the worker is sent bytes, never a path to open."""
         self.timeout_s = timeout_s
         self.write_scope = RunAs(workspace_code=True, user=exec_user)
         """Who programs of the workspace run as (editing tools, write-scope ``diagnostics``)."""
@@ -80,7 +87,7 @@ class DiagnosticsService:
         """The ``diagnostics`` tool. ``scope`` is the caller's token scope: ``read`` runs no
         program of the workspace; ``write`` runs them as the exec user."""
         wanted = list(dict.fromkeys(checks))
-        expansion = await asyncio.to_thread(expand, paths)
+        expansion = await asyncio.to_thread(expand, self.roots, paths)
         run_as = self.write_scope if scope == "write" else READ_SCOPE
         results = await self.collect(expansion.paths, wanted, run_as=run_as)
         for check in wanted:
@@ -147,6 +154,7 @@ class DiagnosticsService:
         run_as = self.write_scope if run_as is None else run_as
         results: Results = {c: CheckResult(c) for c in checks}
         files = {p.real: p.display for p in paths}
+        resolved = {p.real: p for p in paths}
         jobs: list[asyncio.Future[None]] = []
         try:
             if "types" in checks:  # the slowest: start it before the git bookkeeping
@@ -174,7 +182,11 @@ class DiagnosticsService:
                 if ahead is not None and ahead.plan.get(real) == wanted:
                     from_ahead.append(real)
                     continue
-                jobs.append(asyncio.ensure_future(self._worker_job(results, real, display, wanted)))
+                jobs.append(
+                    asyncio.ensure_future(
+                        self._worker_job(results, real, display, wanted, resolved=resolved[real])
+                    )
+                )
             await asyncio.gather(*jobs)
             for real in from_ahead:
                 assert ahead is not None
@@ -256,13 +268,29 @@ class DiagnosticsService:
         display: str,
         checks: list[str],
         content: bytes | None = None,
+        *,
+        resolved: ResolvedPath | None = None,
     ) -> None:
+        """One file's worker checks, over ``content`` or the file's bytes read through the
+        resolver (``resolved``): a path swapped for a link mid-call is refused there, so
+        no check ever sees a byte from outside the roots."""
+
         async def body() -> None:
-            answer = await self.worker.request(
-                {"path": str(real), "display": display, "checks": checks},
-                self.timeout_s,
-                content,
-            )
+            data = content
+            answer: dict[str, Any]
+            if data is None:
+                assert resolved is not None
+                unreadable, read = await asyncio.to_thread(_read_for_check, self.roots, resolved)
+                if isinstance(read, bytes):
+                    data = read
+                else:
+                    answer = {"state": unreadable, "detail": read}
+            if data is not None:
+                answer = await self.worker.request(
+                    {"path": str(real), "display": display, "checks": checks},
+                    self.timeout_s,
+                    data,
+                )
             state = answer.get("state")
             for check in checks:
                 result = results[check]
@@ -291,7 +319,9 @@ class DiagnosticsService:
         self, result: CheckResult, files: dict[Path, str], reuse: bool, run_as: RunAs
     ) -> None:
         generation = self.generation
-        plan, digests = await asyncio.to_thread(_plan_and_digest, files, run_as, self.workspace)
+        plan, digests = await asyncio.to_thread(
+            _plan_and_digest, files, run_as, self.workspace, self.roots
+        )
         result.not_applicable.extend(plan.not_applicable)
         for reason, displays in plan.unavailable.items():
             skip(result, reason, displays)
@@ -388,18 +418,47 @@ class _Remembered:
     identity: tuple[bool, int | None]
 
 
+WORKER_MAX_BYTES = 64 * 1024 * 1024
+"""Files above this are not parsed (the worker would answer ``too_large`` anyway)."""
+
+
+def _read_for_check(roots: Roots, resolved: ResolvedPath) -> tuple[str, bytes | str]:
+    """``("ok", bytes)``, or the worker's state for a file it cannot check and why."""
+    try:
+        data, _ = read_file_bytes(roots, resolved, max_bytes=WORKER_MAX_BYTES)
+    except NotFound:
+        return "missing", ""
+    except IsDirectory:
+        return "missing", "a directory"
+    except TooLarge:
+        return "too_large", ""
+    except AirlockError as exc:
+        return "unreadable", exc.message
+    except OSError as exc:
+        return "unreadable", str(exc)
+    return "ok", data
+
+
 def _plan_and_digest(
-    files: dict[Path, str], run_as: RunAs, workspace: Path
+    files: dict[Path, str], run_as: RunAs, workspace: Path, roots: Roots
 ) -> tuple[types.TypePlan, dict[Path, str]]:
     plan = types.plan_types(files, run_as, workspace)
     digests: dict[Path, str] = {}
     for group in plan.groups:
-        for real in group.files:
-            try:
-                digests[real] = hashlib.sha256(real.read_bytes()).hexdigest()
-            except OSError:
-                continue
+        for real, display in group.files.items():
+            where = ResolvedPath(real, _root_of(roots, real), display)
+            _, data = _read_for_check(roots, where)
+            if isinstance(data, bytes):
+                digests[real] = hashlib.sha256(data).hexdigest()
     return plan, digests
+
+
+def _root_of(roots: Roots, real: Path) -> Path:
+    """The root a checked file lies under (the workspace unless an extra root holds it)."""
+    for root in (*roots.extra, roots.workspace):
+        if real == root or real.is_relative_to(root):
+            return root
+    return roots.workspace
 
 
 def _drop_checker_parse_errors(results: Results) -> None:

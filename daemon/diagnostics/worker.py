@@ -4,11 +4,13 @@ Reads one JSON request per line on stdin, answers one JSON line on stdout, and
 exits at end of input (so it dies with the daemon). It owns the CPU-bound
 checks, ``syntax`` and ``whitespace``, because tree-sitter and Python's parser
 hold the GIL: in the daemon they would stall every other request while a
-large file is parsed. Requests name a file; the worker reads it itself, so a
-file on disk is never copied through the pipe. An editing tool's after-check
-is the exception: it sends the bytes it is about to write (``content_bytes``,
-the raw bytes following the request line), so the check runs while the
-write and its fsyncs do, instead of after them.
+large file is parsed. The daemon sends each file's bytes after the request
+line (``content_bytes``): it reads them through its resolver, fd-relative
+beneath a root, so a folder swapped for a symlink mid-call is refused there
+and this process (which runs as the daemon's user) never opens a workspace
+path itself. An editing tool's after-check sends the bytes it is about to
+write, so that check runs while the write and its fsyncs do. Reading by path
+(no ``content_bytes``) is kept only for in-process callers (tests).
 
 Request:  {"id": 1, "path": "/real/path", "display": "src/a.py",
            "checks": ["syntax", "whitespace"], "max_bytes": 67108864}

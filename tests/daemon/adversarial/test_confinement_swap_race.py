@@ -36,6 +36,9 @@ INSIDE = {
     "m2.txt": "m0\n",
     "ap.txt": "ap0\n",
     "w.txt": "w\n",
+    # A syntax error's message quotes the text around it: checked outside, it would
+    # carry the canary (the outside copy is written below).
+    "bad.js": "let inside = (1\n",
 }
 
 
@@ -48,6 +51,7 @@ def build(tmp: Path) -> tuple[Path, Path]:
         # Same names outside, holding every string the edits below look for, so an
         # edit that escaped would match and change the canary tree.
         (outside / "sub" / name).write_text(f"{CANARY}\ninside a\nv0\nv1\nm0\nm1\nap0\nap1\nw\n")
+    (outside / "sub" / "bad.js").write_text(f"x = ({CANARY} {TOKEN}\n")
     (outside / "sub" / f"only-outside-{TOKEN}.txt").write_text(f"{CANARY}\n")
     (outside / "sub" / "deeper" / "x.txt").write_text(f"{CANARY}\n")
     (outside / "secret.txt").write_text(f"{CANARY}\n")
@@ -121,6 +125,11 @@ def steps() -> dict[str, Step]:
         )
         return await c.call("apply_patch", {"patch": body + "\n"})
 
+    async def diagnostics(c: DaemonClient, i: int) -> Any:
+        # A file, and a folder (expanded by a walk of its own), in turn.
+        paths = ["sub/bad.js"] if i % 2 else ["sub"]
+        return await c.call("diagnostics", {"paths": paths, "checks": ["syntax", "whitespace"]})
+
     async def preview(c: DaemonClient, i: int) -> Any:
         edits = [{"path": "sub/a.txt", "old_string": "inside a", "new_string": "outside?"}]
         return await c.call("file_diff_preview", {"edits": edits})
@@ -135,6 +144,7 @@ def steps() -> dict[str, Step]:
         "file_multi_patch": multi_patch,
         "apply_patch": apply,
         "file_diff_preview": preview,
+        "diagnostics": diagnostics,
     }
 
 
