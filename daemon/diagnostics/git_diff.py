@@ -28,7 +28,7 @@ import shutil
 import stat
 import tempfile
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +46,7 @@ _CODES: dict[str, str] = {
     "new blank line at EOF": "blank-at-eof",
     "leftover conflict marker": "conflict-marker",
 }
-_MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 64 * 1024 * 1024
 _BLOBS_KEPT = 64
 _RESULTS_KEPT = 256
 
@@ -208,7 +208,7 @@ def read_worktree(path: Path) -> bytes | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FILE_BYTES:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
             return None
         chunks: list[bytes] = []
         while chunk := os.read(fd, 1 << 20):
@@ -280,12 +280,18 @@ class GitDiffCheck:
         files: Mapping[Path, str],
         entries: Mapping[Path, IndexEntry],
         timeout_s: float,
+        read: Callable[[Path], bytes | None] = read_worktree,
     ) -> list[Finding]:
-        """Findings for ``files`` (real -> display) that have an index entry."""
+        """Findings for ``files`` (real -> display) that have an index entry.
+
+        ``read`` gives a work-tree file's bytes (None: not a regular file, too
+        large, gone); the service passes its resolver's reader, so a folder
+        swapped for a symlink is refused rather than followed.
+        """
         wanted = {real: display for real, display in files.items() if real in entries}
         if not wanted:
             return []
-        worktree = await asyncio.to_thread(lambda: {r: read_worktree(r) for r in wanted})
+        worktree = await asyncio.to_thread(lambda: {r: read(r) for r in wanted})
         blobs = await self.blobs.get(repo, (entries[r].blob for r in wanted), timeout_s)
         out: list[Finding] = []
         pairs: dict[str, tuple[bytes, bytes]] = {}

@@ -44,11 +44,14 @@ class RunAs:
     """Who a checker process runs as, and whether it may be a program of the workspace.
 
     Read scope (``workspace_code=False``): only programs the daemon ships or the
-    system has (its own interpreter, git with every program-running setting
-    off, a pinned TypeScript), as the daemon's user; never the workspace's
+    system has (its own interpreter, a pinned TypeScript); never the workspace's
     interpreter or ``node_modules``. Write scope (``workspace_code=True``): the
-    project's own interpreter and compiler may run, always as the exec user
-    (``--exec-user``) when there is one, with that user's HOME.
+    project's own interpreter and compiler may run. In both, a ``user`` (the
+    exec user, ``--exec-user``) is who the checker runs as, with that user's
+    HOME: a checker reads files the agent planted (imports, symlinks), and as
+    the daemon's user it would read for the agent what the agent cannot.
+    ``READ_SCOPE`` (no user) is the daemon's own identity, for daemons without
+    an exec user and for git (which runs nothing and reads only the index).
     """
 
     workspace_code: bool = False
@@ -57,14 +60,14 @@ class RunAs:
     @property
     def key(self) -> tuple[bool, int | None]:
         """Long-lived checkers are kept per identity: one never serves the other."""
-        return (self.workspace_code, self.user.uid if self.user and self.workspace_code else None)
+        return (self.workspace_code, self.user.uid if self.user else None)
 
     def popen_kwargs(self) -> dict[str, Any]:
-        return spawn_kwargs(self.user) if self.workspace_code else {}
+        return spawn_kwargs(self.user)
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
-        if self.workspace_code and self.user is not None and not self.user.is_current:
+        if self.user is not None and not self.user.is_current:
             env.update(self.user.env())
         return env
 

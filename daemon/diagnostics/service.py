@@ -25,7 +25,7 @@ from airlock.daemon.diagnostics.model import (
     Finding,
     finding,
 )
-from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckTimeout, CheckUnavailable, RunAs
+from airlock.daemon.diagnostics.procs import CheckTimeout, CheckUnavailable, RunAs
 from airlock.daemon.diagnostics.report import Results, capped, skip, skipped_entries
 from airlock.daemon.diagnostics.tracker import EditTracker
 from airlock.daemon.diagnostics.worker_client import WorkerClient, WorkerGone
@@ -63,6 +63,10 @@ class DiagnosticsService:
         self.timeout_s = timeout_s
         self.write_scope = RunAs(workspace_code=True, user=exec_user)
         """Who programs of the workspace run as (editing tools, write-scope ``diagnostics``)."""
+        self.read_scope = RunAs(workspace_code=False, user=exec_user)
+        """Read-scope checkers: only trusted programs, and still as the exec user, so a
+        checker reads nothing for the agent that the agent could not read itself (a
+        workspace module symlinked to a root-only file stays unreadable)."""
         self.git = git_diff.GitDiffCheck()
         self.edit_checks: list[CheckName] = list(edit_checks)
         """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
@@ -88,7 +92,7 @@ class DiagnosticsService:
         program of the workspace; ``write`` runs them as the exec user."""
         wanted = list(dict.fromkeys(checks))
         expansion = await asyncio.to_thread(expand, self.roots, paths)
-        run_as = self.write_scope if scope == "write" else READ_SCOPE
+        run_as = self.write_scope if scope == "write" else self.read_scope
         results = await self.collect(expansion.paths, wanted, run_as=run_as)
         for check in wanted:
             for reason in expansion.unreadable_names:
@@ -236,7 +240,11 @@ class DiagnosticsService:
 
         async def one(repo: Path, members: dict[Path, str]) -> None:
             async def body() -> None:
-                result.findings.extend(await self.git.run(repo, members, entries, self.timeout_s))
+                result.findings.extend(
+                    await self.git.run(
+                        repo, members, entries, self.timeout_s, read=self._read_worktree
+                    )
+                )
                 result.ran = True
 
             await _guarded(result, list(members.values()), body)
@@ -314,6 +322,14 @@ class DiagnosticsService:
                     result.not_applicable.append(display)
 
         await _guarded_many(results, checks, [display], body)
+
+    def _read_worktree(self, real: Path) -> bytes | None:
+        """A tracked file's bytes for the git check, through the resolver (blocking)."""
+        where = ResolvedPath(real, _root_of(self.roots, real), str(real))
+        _, data = _read_for_check(self.roots, where)
+        if isinstance(data, bytes) and len(data) <= git_diff.MAX_FILE_BYTES:
+            return data
+        return None
 
     async def _types_job(
         self, result: CheckResult, files: dict[Path, str], reuse: bool, run_as: RunAs
