@@ -16,6 +16,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
+from itertools import compress, count
+from operator import ne
 
 Region = tuple[int, int, int, int]
 """``(old_start, old_end, new_start, new_end)``: half-open line ranges that differ."""
@@ -35,6 +37,10 @@ def regions(old: Sequence[bytes | str], new: Sequence[bytes | str]) -> list[Regi
     a difference the window cannot bridge goes to :func:`patience` for the rest.
     """
     n, m = len(old), len(new)
+    if n == m:
+        scattered = _replaced_lines(old, new)
+        if scattered is not None:
+            return scattered
     out: list[Region] = []
     i = j = 0
     while True:
@@ -51,6 +57,28 @@ def regions(old: Sequence[bytes | str], new: Sequence[bytes | str]) -> list[Regi
         i, j = a, b
     if i < n or j < m:
         out.append((i, n, j, m))
+    return out
+
+
+_SCATTERED_MAX = 8
+"""With equal lengths, a line-by-line comparison is an alignment: taken when at most one
+line in this many differs (lines replaced in place, the usual edit); a shift (an
+insertion and a deletion far apart) differs everywhere between and goes the general way."""
+
+
+def _replaced_lines(old: Sequence[bytes | str], new: Sequence[bytes | str]) -> list[Region] | None:
+    """Regions of two equally long versions compared line for line (one C-speed pass), or
+    None when too many lines differ for that to be a useful alignment."""
+    differing = list(compress(count(), map(ne, old, new)))
+    if len(differing) > max(64, len(old) // _SCATTERED_MAX):
+        return None
+    out: list[Region] = []
+    for index in differing:
+        if out and out[-1][1] == index:
+            start = out[-1][0]
+            out[-1] = (start, index + 1, start, index + 1)
+        else:
+            out.append((index, index + 1, index, index + 1))
     return out
 
 
