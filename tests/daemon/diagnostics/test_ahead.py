@@ -93,8 +93,9 @@ async def test_a_garbled_frame_ends_the_worker_and_the_next_request_gets_a_new_o
             break
         await asyncio.sleep(0.05)
     assert not channel.alive
+    (ws_dir / "a.txt").write_text("fine\nok  \n")  # new bytes: only a worker can answer
     again = await service.run([resolved], ["whitespace"])
-    assert [d.line for d in again.diagnostics] == [1]
+    assert [d.line for d in again.diagnostics] == [2]
     assert service.worker.pid not in (None, pid)
 
 
@@ -164,3 +165,25 @@ async def test_a_write_that_fails_leaves_nothing_of_its_early_check(
     )
     # Only the edit's own problem: line 2's whitespace was there before this edit.
     assert [(d.line, d.code) for d in out.diagnostics] == [(1, "trailing-whitespace")]
+
+
+async def test_bytes_already_checked_need_no_worker(
+    ws_dir: Path, service: DiagnosticsService
+) -> None:
+    """Edit N's after-check is edit N+1's baseline: the same bytes are answered from memory,
+    even with the worker gone; changed bytes go to a (new) worker."""
+    target = ws_dir / "a.js"
+    target.write_text("let a = ;\n")
+    resolved = ResolvedPath(target, ws_dir, "a.js")
+    first = await service.run([resolved], ["syntax"])
+    channel = service.worker._channel
+    assert channel is not None
+    channel.kill()
+    await channel.reader
+    again = await service.run([resolved], ["syntax"])
+    assert again.diagnostics == first.diagnostics
+    assert service.worker._channel is channel  # nothing was asked of a worker
+    target.write_text("let b = ;\n")
+    changed = await service.run([resolved], ["syntax"])
+    assert [d.line for d in changed.diagnostics] == [1]
+    assert service.worker._channel is not channel
