@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ from airlock.daemon.protocol import (
 )
 
 _MEMO_FILES = 256
+TYPES_BACKOFF_S = 300.0
+"""After a type check times out, editing tools skip it for the same files this long
+(saying so): otherwise every edit of a file too big to check waits out the timeout."""
 _ANSWERS_KEPT = 64
 
 __all__ = ["Ahead", "DiagnosticsService", "EditTracker"]
@@ -82,6 +86,8 @@ class DiagnosticsService:
         """The worker's answers by (file, checks, content digest): syntax and whitespace
         depend on the bytes alone, so a baseline over bytes the last edit's after-check
         saw needs no trip to the worker."""
+        self._timed_out: dict[tuple[object, ...], float] = {}
+        """When a type check of a group of files last timed out (monotonic seconds)."""
         self.type_checker_runs = 0
         """How many checker processes were started (tests and the benchmark read it)."""
         self.checked_ahead = 0
@@ -150,6 +156,7 @@ class DiagnosticsService:
         run_as: RunAs | None = None,
         worker_plan: dict[Path, list[str]] | None = None,
         ahead: Ahead | None = None,
+        for_edit: bool = False,
     ) -> Results:
         """Every requested check over ``paths``; never raises (failures become skips).
 
@@ -161,6 +168,8 @@ class DiagnosticsService:
         edit's after-check asks the same ones ahead of its write, :meth:`ahead`).
         ``ahead``: worker results already computed from the bytes this edit
         wrote; a file whose plan is unchanged takes them instead of a new request.
+        ``for_edit``: an editing tool is waiting; type checks that timed out
+        recently on the same files are skipped (see :data:`TYPES_BACKOFF_S`).
         """
         run_as = self.write_scope if run_as is None else run_as
         results: Results = {c: CheckResult(c) for c in checks}
@@ -171,7 +180,7 @@ class DiagnosticsService:
             if "types" in checks:  # the slowest: start it before the git bookkeeping
                 jobs.append(
                     asyncio.ensure_future(
-                        self._types_job(results["types"], files, reuse_types, run_as)
+                        self._types_job(results["types"], files, reuse_types, run_as, for_edit)
                     )
                 )
             repos, dirs = await asyncio.to_thread(_repos_of, list(files))
@@ -350,7 +359,12 @@ class DiagnosticsService:
         return None
 
     async def _types_job(
-        self, result: CheckResult, files: dict[Path, str], reuse: bool, run_as: RunAs
+        self,
+        result: CheckResult,
+        files: dict[Path, str],
+        reuse: bool,
+        run_as: RunAs,
+        for_edit: bool = False,
     ) -> None:
         generation = self.generation
         plan, digests = await asyncio.to_thread(
@@ -361,6 +375,21 @@ class DiagnosticsService:
             skip(result, reason, displays)
 
         async def one(group: types.TypeGroup) -> None:
+            slow_key = (group.tool, group.cwd, frozenset(group.files), run_as.key)
+            timed_out_at = self._timed_out.get(slow_key)
+            if (
+                for_edit
+                and timed_out_at is not None
+                and time.monotonic() - timed_out_at < TYPES_BACKOFF_S
+            ):
+                skip(
+                    result,
+                    "not run for this edit: the type check of these files timed out "
+                    f"(over {self.timeout_s:g} s) recently; call diagnostics with checks "
+                    '["types"] to run it again',
+                    list(group.files.values()),
+                )
+                return
             remembered = [self._memo.get(real) for real in group.files] if reuse else []
             if remembered and all(
                 m is not None
@@ -377,7 +406,12 @@ class DiagnosticsService:
 
             async def body() -> None:
                 self.type_checker_runs += 1
-                found = await types.run_group(group, self.timeout_s, self.checkers)
+                try:
+                    found = await types.run_group(group, self.timeout_s, self.checkers)
+                except CheckTimeout:
+                    self._timed_out[slow_key] = time.monotonic()
+                    raise
+                self._timed_out.pop(slow_key, None)
                 result.findings.extend(found)
                 result.ran = True
                 if self.generation == generation:

@@ -54,6 +54,7 @@ class EditTracker:
                     self.service.edit_checks,
                     reuse_types=True,
                     worker_plan=self._worker_plan,
+                    for_edit=True,
                 )
             )
             # An edit that fails before writing drops its tracker without finishing:
@@ -109,7 +110,7 @@ class EditTracker:
         before = await self._wait_baseline()
         if before is None:  # no baseline, no way to tell new from old: report nothing
             return [], [SkippedCheck(check=c, reason="baseline: cancelled") for c in checks]
-        after = await self.service.collect(self.paths, checks, ahead=self._ahead)
+        after = await self.service.collect(self.paths, checks, ahead=self._ahead, for_edit=True)
         findings: dict[str, list[Finding]] = {}
         merged: Results = {}
         for check in checks:

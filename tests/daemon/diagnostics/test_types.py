@@ -136,6 +136,37 @@ async def test_timeout_turns_into_skipped(ws_dir: Path) -> None:
 
 
 @pytest.mark.usefixtures("pyright_available")
+async def test_edits_skip_a_type_check_that_just_timed_out(ws_dir: Path) -> None:
+    """A file too big to type-check in time must not make every edit wait out the timeout:
+    after one timeout, edits skip the check (saying why); the tool itself still tries."""
+    target = ResolvedPath(ws_dir / "slow.py", ws_dir, "slow.py")
+    (ws_dir / "slow.py").write_text("x: int = 1\n")
+    svc = DiagnosticsService(ws_dir, timeout_s=0.05, edit_checks=["types"])
+    try:
+        tracker = svc.tracker([target])
+        await tracker.start()
+        await tracker.before_write()
+        (ws_dir / "slow.py").write_text("x: int = 2\n")
+        await tracker.finish()
+        runs = svc.type_checker_runs
+        assert runs >= 1
+        for value in (3, 4):
+            tracker = svc.tracker([target])
+            await tracker.start()
+            await tracker.before_write()
+            (ws_dir / "slow.py").write_text(f"x: int = {value}\n")
+            _, skipped = await tracker.finish()
+            reasons = [s.reason for s in skipped if s.check == "types"]
+            assert reasons and all("not run for this edit" in r for r in reasons), reasons
+        assert svc.type_checker_runs == runs  # no checker was started for these edits
+        out = await svc.run([target], ["types"])
+        assert svc.type_checker_runs == runs + 1  # asked directly, it runs again
+        assert [s.reason.split(":")[0] for s in out.skipped] == ["timeout"]
+    finally:
+        await svc.aclose()
+
+
+@pytest.mark.usefixtures("pyright_available")
 async def test_consecutive_edits_reuse_the_previous_result(
     workspace: Workspace, ws_dir: Path
 ) -> None:
