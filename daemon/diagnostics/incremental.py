@@ -107,8 +107,9 @@ def edit_tree(tree: tree_sitter.Tree, old: Version, new: Version, found: Sequenc
 
 def partition_of(tree: tree_sitter.Tree) -> pyblocks.Block | None:
     """The module's top-level statements from a tree without errors (their insides are
-    learnt from the first re-parse of each), or None when one does not start a line
-    (``ast`` rejects an indented first statement that tree-sitter accepts)."""
+    learnt from the first re-parse of each), or None when one starts a line anywhere
+    but at its start (``ast`` rejects an indented first statement that tree-sitter
+    accepts); statements sharing a line (``a = 1; b = 2``) are one unit."""
     if tree.root_node.has_error:
         return None
     out: list[tuple[int, int]] = []
@@ -116,7 +117,7 @@ def partition_of(tree: tree_sitter.Tree) -> pyblocks.Block | None:
         if child.type == "comment":
             continue
         (row, column), (end_row, end_column) = child.start_point, child.end_point
-        if column != 0:
+        if column != 0 and not (out and row < out[-1][1]):  # not after ``;`` on a shared line
             return None
         out.append((row, end_row + 1 if end_column else max(end_row, row + 1)))
     return pyblocks.module_of(out)
@@ -192,6 +193,8 @@ def _recheck(
         if run is None:
             coarse.append(region)
         else:
+            if region[2] == region[3]:
+                pyblocks.widen_deletion(run)
             run.regions.append(region)
             _place(runs, run, coarse)
     pieces: list[tuple[pyblocks.Run, pyblocks.Block]] = []

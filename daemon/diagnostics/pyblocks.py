@@ -258,6 +258,26 @@ def _descend(
     return None
 
 
+def widen_deletion(run: Run) -> None:
+    """A run whose region only deletes lines takes in a neighbouring statement of its block
+    (the shorter of the next and the previous), so that its new text still holds one to
+    parse: a block may lose statements, and when it would lose its last the run has no
+    neighbour, its new text no statement, and it goes coarse."""
+    block, starts = run.block, run.block.starts
+    after = run.j + 1 < len(starts) and not block.whole[run.j + 1]
+    before = run.i > 0 and not block.whole[run.i - 1]
+    if after:
+        nxt = starts[run.j + 2] if run.j + 2 < len(starts) else block.ends[run.j + 1]
+        if before and starts[run.i] - starts[run.i - 1] < nxt - starts[run.j + 1]:
+            after = False
+        else:
+            run.j += 1
+            run.end = run.base + nxt
+    if before and not after:
+        run.i -= 1
+        run.start = run.base + starts[run.i]
+
+
 @dataclass(eq=False, slots=True)
 class Replace:
     """Units ``[i, j)`` of a block give way to ``piece``'s, placed at old line ``at`` (relative
