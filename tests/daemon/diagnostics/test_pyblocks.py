@@ -147,6 +147,19 @@ def test_runs_of_different_blocks_that_meet_go_coarse() -> None:
     assert apart is not None and (apart.runs, apart.chunks) == (1, 0)
 
 
+def test_a_run_next_to_a_top_level_chunk_goes_coarse() -> None:
+    """The run ends where the next top-level statement starts, which is re-parsed too
+    (explicit regions: the worker's line alignment would merge the two)."""
+    text = "def f():\n    x = 1\n    y = (1,\n         2)\nz = 3\n"
+    module = _module(text)
+    new = text.replace("(1,", "(10,").replace("z = 3", "z = 4").split("\n")
+    result = incremental.python_recheck(module, new, [(2, 3, 2, 3), (4, 5, 4, 5)])
+    assert result is not None and (result.runs, result.chunks) == (0, 1)
+    alone = text.replace("(1,", "(10,").split("\n")
+    result = incremental.python_recheck(module, alone, [(2, 3, 2, 3)])
+    assert result is not None and (result.runs, result.chunks) == (1, 0)
+
+
 def test_mixed_tabs_and_spaces_are_not_block_runs(tmp_path: Path) -> None:
     tabbed = "def t(x):\n\tx = 1\n\treturn x\n"
     nested = tabbed.replace("\tx = 1\n", "\tif x:\n\t    y = 1\n")  # valid, mixed
