@@ -76,22 +76,20 @@ def module_of(ranges: Sequence[tuple[int, int]]) -> Block:
     return Block("", starts, ends, [None] * len(starts), [False] * len(starts))
 
 
-def _decorators(node: ast.stmt) -> list[ast.expr]:
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return node.decorator_list
-    return []
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_COMPOUND = (
+    *_DEFINITIONS,
+    *(ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.If, ast.Try, ast.TryStar),
+)
+"""Statements with blocks (``match`` has none that are entered)."""
 
 
-def _whole(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Match) or bool(_decorators(node))
-
-
-def _first_line(node: ast.stmt) -> int:
-    """A statement's first line: its first decorator's when it has some."""
-    decorators = _decorators(node)
-    if decorators:
-        return min(node.lineno, *(d.lineno for d in decorators))
-    return node.lineno
+def _head(node: ast.stmt) -> tuple[int, bool, bool]:
+    """A statement's first line (its first decorator's when it has some), whether it is
+    decorated, and whether a run may not hold it (``Block.whole``)."""
+    if isinstance(node, _DEFINITIONS) and node.decorator_list:
+        return min(node.lineno, *(d.lineno for d in node.decorator_list)), True, True
+    return node.lineno, False, isinstance(node, ast.Match)
 
 
 def module_units(nodes: Sequence[ast.stmt], lines: Sequence[str], line0: int, base: int) -> Block:
@@ -100,7 +98,8 @@ def module_units(nodes: Sequence[ast.stmt], lines: Sequence[str], line0: int, ba
     out = Block("", [], [], [], [])
     last = -1
     for node in nodes:
-        first = line0 + _first_line(node) - 1
+        first, _, whole = _head(node)
+        first += line0 - 1
         end = line0 + (node.end_lineno or node.lineno)
         if first <= last:
             out.ends[-1] = max(out.ends[-1], end - base)
@@ -108,8 +107,10 @@ def module_units(nodes: Sequence[ast.stmt], lines: Sequence[str], line0: int, ba
         else:
             out.starts.append(first - base)
             out.ends.append(end - base)
-            out.kids.append(inner_blocks(node, lines, line0, first, ""))
-            out.whole.append(_whole(node))
+            out.kids.append(
+                inner_blocks(node, lines, line0, first, "") if isinstance(node, _COMPOUND) else ()
+            )
+            out.whole.append(whole)
         last = end - 1
     return out
 
@@ -127,7 +128,8 @@ def build_block(
     out = Block("", [], [], [], [])
     last = -1
     for node in nodes:
-        first = line0 + _first_line(node) - 1
+        first, decorated, whole = _head(node)
+        first += line0 - 1
         end = line0 + (node.end_lineno or node.lineno)
         if first <= last:  # shares its first line with the previous statement: one unit
             out.ends[-1] = max(out.ends[-1], end - base)
@@ -135,7 +137,8 @@ def build_block(
             last = end - 1
             continue
         text = lines[first]
-        ws = leading(text)
+        code = text.lstrip(_INDENT_CHARS)
+        ws = text[: len(text) - len(code)]
         if indent is None:
             if (
                 len(ws) <= len(parent_indent)
@@ -146,8 +149,8 @@ def build_block(
             indent = ws
         elif ws != indent:
             return None
-        if _decorators(node):
-            if not text.startswith("@", len(ws)):
+        if decorated:
+            if not code.startswith("@"):
                 return None
         elif node.col_offset != len(ws):
             return None
@@ -155,8 +158,10 @@ def build_block(
             return None
         out.starts.append(first - base)
         out.ends.append(end - base)
-        out.kids.append(inner_blocks(node, lines, line0, first, ws))
-        out.whole.append(_whole(node))
+        out.kids.append(
+            inner_blocks(node, lines, line0, first, ws) if isinstance(node, _COMPOUND) else ()
+        )
+        out.whole.append(whole)
         last = end - 1
     if indent is None:
         return None
