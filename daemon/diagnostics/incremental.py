@@ -1,7 +1,7 @@
 """Re-checking a file after an edit by looking only at what changed.
 
 The worker keeps, per file, its last version: the bytes it parsed, the
-tree-sitter tree, the findings, and for Python the top-level statements.
+tree-sitter tree, the findings, and for Python its statement structure.
 After an edit (a new version of a file it knows), it aligns the two versions
 line by line (``linediff``), tells tree-sitter which byte ranges changed and
 re-parses incrementally (tree-sitter reuses every untouched subtree), and:
@@ -11,10 +11,12 @@ re-parses incrementally (tree-sitter reuses every untouched subtree), and:
 - a clean tree means no tree-sitter findings; languages without an exact
   parser are done;
 - Python (whose exact parser, ``ast.parse``, costs ~60 us a line): when the
-  previous version parsed cleanly, only the top-level statements whose text
-  is new are parsed, each alone. A module is a sequence of statements, so the
-  file parses iff each of them does; any statement that fails sends the file
-  to the full check, which then reports exactly what it always reports;
+  previous version parsed cleanly, only the new text of the changed
+  statements is parsed: the smallest run of whole statements within one block
+  (``pyblocks``), else whole top-level statements, each alone. A block is a
+  sequence of statements, so the file parses iff each piece does (the
+  conditions are in ``python_recheck``); a piece that fails sends the file to
+  the full check, which then reports exactly what it always reports;
 - JSON, TOML and YAML: their exact parser runs over the whole file (C speed
   for JSON and YAML; TOML files are small).
 
@@ -282,7 +284,7 @@ def _reparse_run(run: pyblocks.Run, lines: Sequence[str]) -> pyblocks.Block | No
     if not first.startswith(indent) or first[len(indent) : len(indent) + 1] in _NOT_CODE:
         return None
     kind = indent[0]
-    for line in text:
+    for line in text[1:]:  # the first line's indentation is the block's: pure
         if line[:1] in _INDENTATION and not pyblocks.pure(pyblocks.leading(line), kind):
             return None
     if text[-1].endswith("\\"):
