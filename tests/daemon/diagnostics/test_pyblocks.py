@@ -11,13 +11,20 @@ differs on every line (``_warm``): the step to the text itself learns them all.
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
-from airlock.daemon.diagnostics import incremental
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from airlock.daemon.diagnostics import incremental, linediff
 from airlock.daemon.diagnostics.pyblocks import Block
 from airlock.daemon.diagnostics.syntax import SyntaxChecker
 from airlock.daemon.diagnostics.worker import Worker
+from tests.daemon.diagnostics.test_incremental import NESTED_BASES, _nested_versions, nested_edits
 
 BLOCK = "syntax:python-block"
 TOP = "syntax:python-toplevel"
@@ -93,6 +100,33 @@ def test_inserting_and_deleting_lines_in_a_body_take_the_block_path(tmp_path: Pa
     assert taken[BLOCK] == 1 and not taken[TOP]
     deleted = FUNC.replace("    c = 2\n", "")
     taken, _ = _check(tmp_path, FUNC, deleted)
+    assert taken[BLOCK] == 1 and not taken[TOP]
+
+
+def test_clause_blocks_move_with_the_edits_before_them(tmp_path: Path) -> None:
+    """Lines inserted in an ``if`` body move its ``elif``/``else`` blocks (and a ``try``'s
+    handlers and ``finally``); the next edit inside those still takes the block path and
+    lands on the right statements (a wrong line range would re-parse the wrong text)."""
+    text = (
+        "def f(a):\n    if a:\n        b = 1\n    elif a > 1:\n        b = 2\n"
+        "    else:\n        b = 3\n    try:\n        c = b\n    except E:\n"
+        "        c = 0\n    finally:\n        d = 1\n    return c\n"
+    )
+    grown = text.replace("        b = 1\n", "        b = 1\n        b += 1\n")
+    steps = [grown]
+    for old, new in (("b = 3", "b = 4"), ("c = 0", "c = -1"), ("d = 1", "d = 2")):
+        steps.append(steps[-1].replace(old, new))
+        taken, findings = _check(tmp_path, text, *steps)
+        assert taken[BLOCK] == 1 and not taken[TOP] and findings == []
+    taken, findings = _check(tmp_path, text, *steps, steps[-1].replace("d = 2", "d = (2"))
+    assert taken[FULL] == 1 and findings
+
+
+def test_a_re_parsed_compound_statement_brings_its_new_blocks(tmp_path: Path) -> None:
+    """Same lines, new insides (the body re-indented): the structure takes the new body,
+    so the next edit in it is a block run at the new indentation."""
+    moved = FUNC.replace("    if a:\n        b = 1", "    if a:  # c\n            b = 1")
+    taken, _ = _check(tmp_path, FUNC, moved, moved.replace("b = 1", "b = 2"))
     assert taken[BLOCK] == 1 and not taken[TOP]
 
 
@@ -222,3 +256,52 @@ def test_a_one_line_run_the_symbol_table_rejects_is_parsed_with_ast(tmp_path: Pa
     text = "def f():\n    q = 1\n    def g():\n        x = 1\n    return g\n"
     taken, findings = _check(tmp_path, text, text.replace("x = 1", "nonlocal q"))
     assert taken[BLOCK] == 1 and findings == []
+
+
+def _shape(block: Block) -> tuple[object, ...]:
+    return (
+        block.indent,
+        block.starts,
+        block.ends,
+        [None if kids is None else [_shape(k) for k in kids] for kids in block.kids],
+        block.whole,
+    )
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.lists(st.sampled_from(NESTED_BASES), min_size=1, max_size=4),
+    steps=nested_edits,
+    final_newline=st.booleans(),
+)
+def test_the_carried_structure_is_the_fresh_one(
+    base: list[str], steps: list[tuple[Any, ...]], final_newline: bool
+) -> None:
+    """After every edit the re-check accepts, ``ast`` accepts the file too, and the
+    structure spliced from the small parses is exactly the one learnt from scratch: a
+    line range off by one would make a later edit re-parse the wrong text."""
+    versions = _nested_versions(base, steps, final_newline)
+    module: Block | None = None
+    for old, new in pairwise(versions):
+        if module is None and _parses(old):
+            module = _module(old)
+        if module is None:
+            continue
+        old_lines, new_lines = old.split("\n"), new.split("\n")
+        result = incremental.python_recheck(
+            module, new_lines, linediff.regions(old_lines, new_lines)
+        )
+        if result is None:
+            module = None
+            continue
+        assert _parses(new), new
+        assert _shape(result.module) == _shape(_module(new)), new
+        module = result.module
