@@ -206,7 +206,7 @@ def _is_elif(node: ast.If, lines: Sequence[str], line0: int) -> bool:
     return lines[line0 + node.lineno - 1].startswith("elif", node.col_offset)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Run:
     """A run of whole statements, units ``i..j`` of one block, covering changed regions."""
 
