@@ -196,16 +196,20 @@ class Worker:
 
         Python: the full check answers [] exactly when ``ast`` accepts the file, which
         the changed statements decide (``python_recheck``); tree-sitter is not needed.
+        ``paths`` counts the runs re-parsed inside blocks ("syntax:python-block") and
+        the top-level chunks ("syntax:python-toplevel").
         Other languages: tree-sitter re-parses incrementally; a clean tree is [] (plus
         the exact parser's verdict where there is one).
         """
         if language == "python":
             if before.partition is None:
                 return None
-            partition = incremental.python_recheck(before.partition, version.lines, found)
-            if partition is None:
+            rechecked = incremental.python_recheck(before.partition, version.lines, found)
+            if rechecked is None:
                 return None
-            version.syntax[language] = SyntaxState(None, [], partition)
+            self.paths["syntax:python-block"] += rechecked.runs
+            self.paths["syntax:python-toplevel"] += rechecked.chunks
+            version.syntax[language] = SyntaxState(None, [], rechecked.module)
             return []
         if before.tree is None:
             return None

@@ -86,13 +86,15 @@ def _results(answer: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _compare(name: str, versions: list[str]) -> None:
+def _compare(
+    name: str, versions: list[str], checks: tuple[str, ...] | list[str] = ("syntax", "whitespace")
+) -> None:
     fast, full = Worker(), Worker(incremental=False)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / name
         for text in versions:
             path.write_text(text)
-            req = {"path": str(path), "display": name, "checks": ["syntax", "whitespace"]}
+            req = {"path": str(path), "display": name, "checks": list(checks)}
             got, want = fast.handle(req), full.handle(req)
             assert got["state"] == want["state"]
             if want["state"] == "ok":
@@ -113,6 +115,138 @@ def test_incremental_python_equals_full(
     _compare("m.py", versions)
     _compare("notes.txt", versions)
     _compare("README.md", versions)
+
+
+NESTED_BASES = [
+    "def f(a, b):\n    x = a + b\n    if x:\n        y = 1\n    elif b:\n        y = 2\n"
+    "    else:\n        y = 3\n\n    return y\n",
+    "class C:\n    @staticmethod\n    def m(x):\n        try:\n            return x\n"
+    "        except ValueError:\n            pass\n        finally:\n            z = 0\n\n"
+    "    def n(self):\n        for i in range(3):\n            with open(i) as fh:\n"
+    "                data = fh.read()\n        else:\n            done = True\n"
+    "        while False:\n            break\n",
+    "def g(x):\n    match x:\n        case 1:\n            y = 1\n        case _:\n"
+    "            pass\n    s = '''\n    text\n'''\n    total = 1 + \\\n        2\n    return s\n",
+    "def t(x):\n\tif x:\n\t\treturn 1\n\t# tab comment\n\treturn 0\n",
+    "def u(x):\n\tif x:\n\t    return 1\n\treturn 0\n",
+    "async def v(q):\n    async with q as r:\n        await r\n    # trailing comment\n\n"
+    "x = 1; y = 2\nif x: z = 3\n",
+    "def w(): \\\n    return 1\n",
+    "@decorator\ndef d():\n    '''doc\n    string'''\n    return f'{x!r}'\n",
+    "try:\n    import a\nexcept ImportError:\n    a = None\n",
+]
+NESTED_LINES = [
+    *("", "    ", "# c", "    # c", "        # c", "x = 1", "    x = 1", "        x = 1"),
+    *("            x = 1", "  x = 1", "\tx = 1", "\t\tx = 1", "\t    x = 1", "    if x:"),
+    *("        if x:", "    elif y:", "        elif y:", "    else:", "        else:", "else:"),
+    *("    try:", "        try:", "    except E:", "        except E:", "    finally:"),
+    *("        finally:", "    for i in r:", "        for i in r:", "    while x:"),
+    *("    with a as b:", "        with a:", "    def g(self):", "        def h():", "    @dec"),
+    *("        @dec", "    class K:", "    match x:", "        case 1:", "            case _:"),
+    *("        return x", "            pass", "        pass", "    pass", "        break"),
+    *("    y = (1,", "         2)", "    s = '''", "    '''", "'''", "    t = 1 + \\"),
+    *("        2", "    a = 1; b = 2", "    if a: b = 1", "    z = [", "    ]", "    f'{x}'"),
+    *('    """doc"""', "def k():", "class D:", "    nonlocal q", "    lambda: (yield)"),
+]
+STATEMENTS = [
+    *("x = 1", "y = f(x)", "return x", "pass", "if x:", "else:", "z = (", ")", "'''"),
+    *("a = 1; b = 2", "for i in r:", "@dec", "case 1:", "# c", "t = 1 + \\", "match x:"),
+    *("elif x:", "except E:", "def h():", "nonlocal q", "s = '''a'''", "x = [1,"),
+]
+SIMPLE = [
+    *("x = 1", "y = f(x)", "pass", "return x", "a = 1; b = 2", "s = '''a'''", "del x"),
+    *("if x: pass", "for i in r: continue", "with a: pass", "x = [1,\n2]", "yield"),
+]
+HEADERS = ["if x:", "for i in r:", "while x:", "with a:", "def h():", "class K:", "try:"]
+_kept_indent = st.sampled_from(["retext", "clone"])
+nested_edits = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("put"),
+            st.integers(0, 80),
+            st.integers(0, 4),
+            st.lists(st.sampled_from(NESTED_LINES), max_size=4),
+        ),
+        # a line's statement changed, or one inserted before it, at its indentation, or a
+        # compound statement with a body inserted there: edits that often keep the file
+        # parsing (weighted up), so the block-level path is exercised, and then break it
+        st.tuples(_kept_indent, st.integers(0, 80), st.sampled_from(STATEMENTS)),
+        *[st.tuples(_kept_indent, st.integers(0, 80), st.sampled_from(SIMPLE))] * 3,
+        st.tuples(st.just("nest"), st.integers(0, 80), st.sampled_from(HEADERS)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _edit_nested(lines: list[str], edit: tuple[Any, ...]) -> list[str]:
+    if edit[0] == "put":
+        return _apply(lines, edit[1:])
+    _, at, statement = edit
+    if not lines:
+        return [statement]
+    at %= len(lines)
+    if edit[0] != "nest":  # prefer a line that holds a simple statement (more edits parse)
+        at = next((i for i in range(at, len(lines)) if lines[i].strip()[-1:] not in ":@"), at)
+    line = lines[at]
+    indent = line[: len(line) - len(line.lstrip(" \t"))]
+    if edit[0] == "nest":
+        tail = (
+            "pass" if statement != "try:" else "pass\n" + indent + "finally:\n" + indent + " pass"
+        )
+        new = [indent + statement, indent + (indent[:1] or " ") * 2 + tail]
+        return [*lines[:at], *"\n".join(new).split("\n"), *lines[at:]]
+    new = (indent + statement).split("\n")
+    if edit[0] == "retext":
+        return [*lines[:at], *new, *lines[at + 1 :]]
+    return [*lines[:at], *new, *lines[at:]]
+
+
+def _nested_versions(
+    base: list[str], steps: list[tuple[Any, ...]], final_newline: bool
+) -> list[str]:
+    lines = "\n".join(base).split("\n")
+    end = "\n" if final_newline else ""
+    # first a version that differs on every line: the step to the base learns the insides
+    # of every statement (the first edit after a full check only learns what it touches)
+    versions = ["\n".join(f"{x}  # w" if x and not x.endswith("\\") else x for x in lines)]
+    for step in steps:
+        versions.append("\n".join(lines) + end)
+        lines = _edit_nested(lines, step)
+    versions.append("\n".join(lines) + end)
+    return versions
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.lists(st.sampled_from(NESTED_BASES), min_size=1, max_size=4),
+    steps=nested_edits,
+    final_newline=st.booleans(),
+)
+def test_incremental_nested_python_equals_full(
+    base: list[str], steps: list[tuple[Any, ...]], final_newline: bool
+) -> None:
+    """Nested blocks at several depths, every compound statement, decorators, match,
+    continuations, multi-line strings, tabs and spaces; edits inside bodies."""
+    _compare("m.py", _nested_versions(base, steps, final_newline), ["syntax"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.lists(st.sampled_from(NESTED_BASES), min_size=1, max_size=3),
+    steps=st.lists(
+        st.tuples(_kept_indent, st.integers(0, 60), st.sampled_from(SIMPLE))
+        | st.tuples(st.just("nest"), st.integers(0, 60), st.sampled_from(HEADERS)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_incremental_python_body_edits_equal_full(
+    base: list[str], steps: list[tuple[Any, ...]]
+) -> None:
+    """Long runs of edits that mostly keep the file parsing: the block-level path, its
+    structure carried from edit to edit, and the edit that finally breaks the file."""
+    _compare("m.py", _nested_versions(base, steps, True), ["syntax"])
 
 
 @settings(max_examples=60, deadline=None)
