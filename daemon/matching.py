@@ -88,14 +88,45 @@ LINE_PASSES: tuple[MatchPass, ...] = tuple(MatchPass)
 class _PassTable:
     """One pass's normalised lines and what is known of where each occurs."""
 
-    __slots__ = ("budget", "counts", "full", "hay", "repeated")
+    __slots__ = ("budget", "counts", "direct", "full", "hay", "repeated")
 
-    def __init__(self, hay: list[str], budget: int) -> None:
+    def __init__(self, hay: list[str], budget: int, direct: int) -> None:
         self.hay = hay
-        self.counts: dict[str, int] = Counter(hay)  # C-level: one hash per line
+        self.counts: dict[str, int] | None = None  # built at the first search past ``direct``
+        self.direct = direct  # list elements searches may scan before the counts are built
         self.full: dict[str, list[int]] | None = None  # every line's positions, built late
         self.repeated: dict[str, list[int]] = {}  # positions of lines scanned so far
         self.budget = budget  # list elements left to scan before building ``full``
+
+    def count(self) -> dict[str, int]:
+        counts = self.counts = Counter(self.hay)  # C-level: one hash per line
+        return counts
+
+    def scan(self, wanted: list[str], start: int, last_start: int) -> list[int]:
+        """Every match in ``[start, last_start]``, without counts: one C scan of that range.
+
+        Cheaper than counting the whole file (a hash and a dict update per line)
+        for the first search or two; anchored on the needle's longest line, which
+        is seldom a blank or a lone brace.
+        """
+        size = len(wanted)
+        anchor = max(range(size), key=lambda k: len(wanted[k]))
+        line = wanted[anchor]
+        hay = self.hay
+        index = hay.index
+        lo = start + anchor
+        stop = last_start + anchor + 1
+        self.direct -= stop - lo
+        found: list[int] = []
+        while True:
+            try:
+                q = index(line, lo, stop)
+            except ValueError:
+                return found
+            p = q - anchor
+            if hay[p : p + size] == wanted:
+                found.append(p)
+            lo = q + 1
 
     def build_full(self) -> dict[str, list[int]]:
         full: dict[str, list[int]] = {}
@@ -117,6 +148,7 @@ class _PassTable:
         index = self.hay.index
         found: list[int] = []
         at = -1
+        assert self.counts is not None
         for _ in range(self.counts[line]):
             at = index(line, at + 1)
             found.append(at)
@@ -129,24 +161,33 @@ class LineIndex:
     """Where each (normalised) line occurs, learned lazily per pass, as little as needed.
 
     A big patch on a big file is hundreds of searches; a full line -> positions
-    table costs a Python loop over every line. Instead each pass keeps a
-    C-level count of its lines, and a search anchors on the needle's rarest
-    line: a line that occurs once in the whole file is found by ``list.index``
-    from the cursor (a C scan; the cursor only moves forward through a patch,
-    so a file's chunks scan it about once); a line that occurs more often gets
-    its positions scanned once and cached. When the scans add up to more than
-    a few passes over the file (chunks out of order, many repeated anchors),
-    the pass builds the full table once and uses it from then on. Every route
-    answers exactly what comparing every window would
+    table costs a Python loop over every line. Instead a pass's first search or
+    two just scan the range they search (one C-level ``list.index`` pass, far
+    cheaper than hashing every line: what a one-chunk edit of a big file needs);
+    after that the pass keeps a C-level count of its lines, and a search anchors
+    on the needle's rarest line: a line that occurs once in the whole file is
+    found by ``list.index`` from the cursor (the cursor only moves forward
+    through a patch, so a file's chunks scan it about once); a line that occurs
+    more often gets its positions scanned once and cached. When the scans add
+    up to more than a few passes over the file (chunks out of order, many
+    repeated anchors), the pass builds the full table once and uses it from
+    then on. Every route answers exactly what comparing every window would
     (``tests/daemon/test_matching_index.py``).
     """
 
     SCAN_BUDGET = 4  # whole-file scans a pass may spend before building the full table
+    DIRECT_SCANS = 2  # whole-file scans a pass's first searches may spend before counting
 
     def __init__(self, lines: Sequence[str]) -> None:
         self.lines = lines
         self._normalised: dict[MatchPass, list[str]] = {}
         self._tables: dict[MatchPass, _PassTable] = {}
+        self._direct_scans = self.DIRECT_SCANS
+
+    def expect_searches(self, count: int) -> None:
+        """A caller about to search ``count`` times: with more than a couple, count at once."""
+        if count > 2:
+            self._direct_scans = 0
 
     def normalised(self, match_pass: MatchPass) -> list[str]:
         cached = self._normalised.get(match_pass)
@@ -165,7 +206,8 @@ class LineIndex:
         table = self._tables.get(match_pass)
         if table is None:
             hay = self.normalised(match_pass)
-            table = _PassTable(hay, self.SCAN_BUDGET * len(hay))
+            direct = self._direct_scans * len(hay) - 1  # -1: no direct scan at all
+            table = _PassTable(hay, self.SCAN_BUDGET * len(hay), direct)
             self._tables[match_pass] = table
         return table
 
@@ -198,6 +240,10 @@ class LineIndex:
         if last_start < start:
             return []
         counts = table.counts
+        if counts is None:
+            if table.direct >= 0:
+                return table.scan(wanted, start, last_start)
+            counts = table.count()
         anchor = 0
         fewest = 0
         for k, line in enumerate(wanted):

@@ -183,6 +183,7 @@ class ChunkPlacer:
         failures: list[ChunkFailure] = []
         passes: list[MatchPass] = []
         cursor = 0
+        self.index.expect_searches(len(chunks))
         for number, chunk in enumerate(chunks, 1):
             pos = cursor
             hint_line: int | None = None

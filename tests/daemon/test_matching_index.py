@@ -54,14 +54,31 @@ def reference(
     return [p for p in range(start, last + 1) if hay[p : p + len(wanted)] == wanted]
 
 
-class Tight(LineIndex):
-    """No scan budget: every repeated or once-occurring anchor goes to the full table."""
+class Counting(LineIndex):
+    """Counts from the first search (no direct scans)."""
 
+    DIRECT_SCANS = 0
+
+
+class Tight(LineIndex):
+    """Counts at once, and no scan budget: every anchor goes to the full table."""
+
+    DIRECT_SCANS = 0
     SCAN_BUDGET = 0
 
 
 class Loose(LineIndex):
+    DIRECT_SCANS = 0
     SCAN_BUDGET = 1_000_000
+
+
+class Scanning(LineIndex):
+    """Scans directly for every search of these small files."""
+
+    DIRECT_SCANS = 1_000_000
+
+
+KINDS = [LineIndex, Counting, Tight, Loose, Scanning]
 
 
 @st.composite
@@ -92,7 +109,7 @@ def file_and_queries(
 
 
 @settings(max_examples=400, deadline=None)
-@given(file_and_queries(), st.sampled_from([LineIndex, Tight, Loose]), st.booleans())
+@given(file_and_queries(), st.sampled_from(KINDS), st.booleans())
 def test_find_matches_every_window(
     case: tuple[list[str], list[tuple[list[str], MatchPass, int, int | None]]],
     kind: type[LineIndex],
@@ -108,7 +125,7 @@ def test_find_matches_every_window(
 
 
 @settings(max_examples=200, deadline=None)
-@given(file_and_queries(), st.sampled_from([LineIndex, Tight]))
+@given(file_and_queries(), st.sampled_from(KINDS))
 def test_find_first_pass_is_the_first_pass_with_a_match(
     case: tuple[list[str], list[tuple[list[str], MatchPass, int, int | None]]],
     kind: type[LineIndex],
@@ -129,6 +146,7 @@ def test_a_forward_walk_over_a_big_file_never_builds_the_full_table() -> None:
     """The bench's shape: unique anchors met in order scan the file about once."""
     lines = [f"unique {i}" if i % 8 == 5 else ["", "return", "x = 1"][i % 3] for i in range(4000)]
     index = LineIndex(lines)
+    index.expect_searches(50)
     cursor = 0
     for t in range(5, 4000, 80):
         needle = lines[t - 2 : t + 3]
@@ -147,3 +165,14 @@ def test_scans_past_the_budget_fall_back_to_the_full_table() -> None:
         assert index.find([lines[t]], MatchPass.EXACT, 0) == [t]
         assert index.find([lines[t]], MatchPass.EXACT, t + 1) == []
     assert index._tables[MatchPass.EXACT].full is not None
+
+
+def test_one_search_scans_instead_of_counting_and_many_count_at_once() -> None:
+    lines = [f"line {i}" for i in range(3000)]
+    one = LineIndex(lines)
+    assert one.find(lines[1000:1003], MatchPass.EXACT) == [1000]
+    assert one._tables[MatchPass.EXACT].counts is None
+    many = LineIndex(lines)
+    many.expect_searches(500)
+    assert many.find(lines[1000:1003], MatchPass.EXACT) == [1000]
+    assert many._tables[MatchPass.EXACT].counts is not None
