@@ -108,15 +108,24 @@ def file_and_queries(
     return lines, queries
 
 
-@settings(max_examples=400, deadline=None)
-@given(file_and_queries(), st.sampled_from(KINDS), st.booleans())
+@settings(max_examples=500, deadline=None)
+@given(
+    file_and_queries(),
+    st.sampled_from(KINDS),
+    st.booleans(),
+    st.none() | st.integers(0, 600),
+)
 def test_find_matches_every_window(
     case: tuple[list[str], list[tuple[list[str], MatchPass, int, int | None]]],
     kind: type[LineIndex],
     as_tuples: bool,
+    announced: int | None,
 ) -> None:
+    """``announced``: the number of searches the index is told to expect, if any."""
     lines, queries = case
     index = kind(tuple(lines) if as_tuples else lines)
+    if announced is not None:
+        index.expect_searches(announced)
     for needle, match_pass, start, end in queries:
         asked: Sequence[str] = tuple(needle) if as_tuples else needle
         assert index.find(asked, match_pass, start, end) == reference(
@@ -176,3 +185,29 @@ def test_one_search_scans_instead_of_counting_and_many_count_at_once() -> None:
     many.expect_searches(500)
     assert many.find(lines[1000:1003], MatchPass.EXACT) == [1000]
     assert many._tables[MatchPass.EXACT].counts is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(LINE, st.integers(0, 40).map(lambda i: f"u{i}")), min_size=1, max_size=60),
+    st.data(),
+)
+def test_announced_needles_are_found_exactly(lines: list[str], data: st.DataObject) -> None:
+    """A patch's shape: its chunks announced first, then searched with a forward cursor."""
+    n = len(lines)
+    needles: list[list[str]] = []
+    for _ in range(data.draw(st.integers(3, 10))):
+        a = data.draw(st.integers(0, n - 1))
+        needle = lines[a : data.draw(st.integers(a + 1, min(n, a + 5)))]
+        if data.draw(st.booleans()):
+            needle = [*needle, data.draw(LINE)]
+        needles.append(needle)
+    index = data.draw(st.sampled_from([LineIndex, Counting, Tight]))(lines)
+    index.expect_searches(len(needles))
+    cursor = 0
+    for needle in needles:
+        start = data.draw(st.sampled_from([cursor, 0, data.draw(st.integers(0, n))]))
+        found = index.find(needle, MatchPass.EXACT, start)
+        assert found == reference(lines, needle, MatchPass.EXACT, start, None)
+        if found:
+            cursor = found[0] + len(needle)
