@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Literal
@@ -84,32 +85,131 @@ NORMALISERS: dict[MatchPass, Callable[[str], str]] = {
 LINE_PASSES: tuple[MatchPass, ...] = tuple(MatchPass)
 
 
+class _PassTable:
+    """One pass's normalised lines and what is known of where each occurs."""
+
+    __slots__ = ("budget", "counts", "direct", "full", "hay", "repeated")
+
+    def __init__(self, hay: list[str], budget: int, direct: int) -> None:
+        self.hay = hay
+        self.counts: dict[str, int] | None = None  # built at the first search past ``direct``
+        self.direct = direct  # list elements searches may scan before the counts are built
+        self.full: dict[str, list[int]] | None = None  # every line's positions, built late
+        self.repeated: dict[str, list[int]] = {}  # positions of lines scanned so far
+        self.budget = budget  # list elements left to scan before building ``full``
+
+    def count(self) -> dict[str, int]:
+        counts = self.counts = Counter(self.hay)  # C-level: one hash per line
+        return counts
+
+    def scan(self, wanted: list[str], start: int, last_start: int) -> list[int]:
+        """Every match in ``[start, last_start]``, without counts: one C scan of that range.
+
+        Cheaper than counting the whole file (a hash and a dict update per line)
+        for the first search or two; anchored on the needle's longest line, which
+        is seldom a blank or a lone brace.
+        """
+        size = len(wanted)
+        anchor = max(range(size), key=lambda k: len(wanted[k]))
+        line = wanted[anchor]
+        hay = self.hay
+        index = hay.index
+        lo = start + anchor
+        stop = last_start + anchor + 1
+        self.direct -= stop - lo
+        found: list[int] = []
+        while True:
+            try:
+                q = index(line, lo, stop)
+            except ValueError:
+                return found
+            p = q - anchor
+            if hay[p : p + size] == wanted:
+                found.append(p)
+            lo = q + 1
+
+    def build_full(self) -> dict[str, list[int]]:
+        full: dict[str, list[int]] = {}
+        for i, line in enumerate(self.hay):
+            full.setdefault(line, []).append(i)
+        self.full = full
+        return full
+
+    def positions(self, line: str) -> list[int]:
+        """Every position of ``line`` (which occurs in the file), ascending."""
+        full = self.full
+        if full is not None:
+            return full[line]
+        cached = self.repeated.get(line)
+        if cached is not None:
+            return cached
+        if self.budget < 0:
+            return self.build_full()[line]
+        index = self.hay.index
+        found: list[int] = []
+        at = -1
+        assert self.counts is not None
+        for _ in range(self.counts[line]):
+            at = index(line, at + 1)
+            found.append(at)
+        self.budget -= at + 1
+        self.repeated[line] = found
+        return found
+
+
 class LineIndex:
-    """Positions of each (normalised) line, built lazily per pass."""
+    """Where each (normalised) line occurs, learned lazily per pass, as little as needed.
+
+    A big patch on a big file is hundreds of searches; a full line -> positions
+    table costs a Python loop over every line. Instead a pass's first search or
+    two just scan the range they search (one C-level ``list.index`` pass, far
+    cheaper than hashing every line: what a one-chunk edit of a big file needs);
+    after that the pass keeps a C-level count of its lines, and a search anchors
+    on the needle's rarest line: a line that occurs once in the whole file is
+    found by ``list.index`` from the cursor (the cursor only moves forward
+    through a patch, so a file's chunks scan it about once); a line that occurs
+    more often gets its positions scanned once and cached. When the scans add
+    up to more than a few passes over the file (chunks out of order, many
+    repeated anchors), the pass builds the full table once and uses it from
+    then on. Every route answers exactly what comparing every window would
+    (``tests/daemon/test_matching_index.py``).
+    """
+
+    SCAN_BUDGET = 4  # whole-file scans a pass may spend before building the full table
+    DIRECT_SCANS = 2  # whole-file scans a pass's first searches may spend before counting
 
     def __init__(self, lines: Sequence[str]) -> None:
         self.lines = lines
         self._normalised: dict[MatchPass, list[str]] = {}
-        self._positions: dict[MatchPass, dict[str, list[int]]] = {}
+        self._tables: dict[MatchPass, _PassTable] = {}
+        self._direct_scans = self.DIRECT_SCANS
+
+    def expect_searches(self, count: int) -> None:
+        """A caller about to search ``count`` times: with more than a couple, count at once."""
+        if count > 2:
+            self._direct_scans = 0
 
     def normalised(self, match_pass: MatchPass) -> list[str]:
         cached = self._normalised.get(match_pass)
         if cached is None:
-            norm = NORMALISERS[match_pass]
-            cached = (
-                list(self.lines) if match_pass is MatchPass.EXACT else [norm(x) for x in self.lines]
-            )
+            if match_pass is MatchPass.EXACT:
+                # The exact pass compares the lines themselves: no copy needed.
+                lines = self.lines
+                cached = lines if isinstance(lines, list) else list(lines)
+            else:
+                norm = NORMALISERS[match_pass]
+                cached = [norm(x) for x in self.lines]
             self._normalised[match_pass] = cached
         return cached
 
-    def _index(self, match_pass: MatchPass) -> dict[str, list[int]]:
-        index = self._positions.get(match_pass)
-        if index is None:
-            index = {}
-            for i, line in enumerate(self.normalised(match_pass)):
-                index.setdefault(line, []).append(i)
-            self._positions[match_pass] = index
-        return index
+    def _table(self, match_pass: MatchPass) -> _PassTable:
+        table = self._tables.get(match_pass)
+        if table is None:
+            hay = self.normalised(match_pass)
+            direct = self._direct_scans * len(hay) - 1  # -1: no direct scan at all
+            table = _PassTable(hay, self.SCAN_BUDGET * len(hay), direct)
+            self._tables[match_pass] = table
+        return table
 
     def find(
         self,
@@ -126,31 +226,52 @@ class LineIndex:
         """
         if not needle:
             return []
-        norm = NORMALISERS[match_pass]
-        wanted = [norm(x) for x in needle]
-        hay = self.normalised(match_pass)
+        table = self._tables.get(match_pass) or self._table(match_pass)
+        hay = table.hay
+        if match_pass is MatchPass.EXACT:
+            wanted = needle if isinstance(needle, list) else list(needle)
+        else:
+            norm = NORMALISERS[match_pass]
+            wanted = [norm(x) for x in needle]
         size = len(wanted)
         last_start = len(hay) - size
-        if end is not None:
-            last_start = min(last_start, end)
+        if end is not None and end < last_start:
+            last_start = end
         if last_start < start:
             return []
-        index = self._index(match_pass)
+        counts = table.counts
+        if counts is None:
+            if table.direct >= 0:
+                return table.scan(wanted, start, last_start)
+            counts = table.count()
         anchor = 0
-        anchor_positions: list[int] | None = None
+        fewest = 0
         for k, line in enumerate(wanted):
-            positions = index.get(line)
-            if positions is None:
+            count = counts.get(line, 0)
+            if not count:
                 return []
-            if anchor_positions is None or len(positions) < len(anchor_positions):
-                anchor, anchor_positions = k, positions
-                if len(positions) == 1:
+            if not fewest or count < fewest:
+                anchor, fewest = k, count
+                if count == 1:
                     break
-        assert anchor_positions is not None
-        lo = bisect.bisect_left(anchor_positions, start + anchor)
-        hi = bisect.bisect_right(anchor_positions, last_start + anchor)
+        line = wanted[anchor]
+        lo = start + anchor
+        hi = last_start + anchor
+        if fewest == 1 and table.full is None and table.budget >= 0:
+            # The anchor occurs once in the file: look for it in [lo, hi] only.
+            try:
+                q = hay.index(line, lo, hi + 1)
+            except ValueError:
+                table.budget -= hi + 1 - lo
+                return []
+            table.budget -= q + 1 - lo
+            p = q - anchor
+            return [p] if hay[p : p + size] == wanted else []
+        positions = table.positions(line)
+        first = bisect.bisect_left(positions, lo)
+        stop = bisect.bisect_right(positions, hi)
         found: list[int] = []
-        for q in anchor_positions[lo:hi]:
+        for q in positions[first:stop]:
             p = q - anchor
             if hay[p : p + size] == wanted:
                 found.append(p)

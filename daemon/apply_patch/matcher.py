@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from airlock.daemon.apply_patch.parser import Chunk
 from airlock.daemon.matching import (
@@ -35,6 +35,7 @@ HINT_PASSES = (MatchPass.EXACT, MatchPass.TYPOGRAPHIC)  # starts-with already tr
 MAX_SHOWN_LINES = 20
 MAX_DETAILED_FAILURES = 10  # per file; later failures are listed without an excerpt
 FUZZY_WINDOW = 500  # lines either side of the cursor searched by the fuzzy fallback
+_EXACT = MatchPass.EXACT
 FailureCode = Literal["hunk_not_found", "ambiguous_match"]
 
 
@@ -45,8 +46,7 @@ class ChunkFailure:
     details: dict[str, object] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(NamedTuple):
     start: int
     length: int
     lines: list[str]
@@ -175,20 +175,16 @@ class ChunkPlacer:
         wanted = NORMALISERS[match_pass](hint).strip()
         return joined.find(wanted, offsets[start]) != -1
 
-    def _find(
-        self, needle: Sequence[str], start: int, end: int | None
-    ) -> tuple[MatchPass | None, list[int]]:
-        if end is not None and end < start:
-            return None, []
-        return self.index.find_first_pass(needle, start, end, LINE_PASSES)
+    def _label(self, number: int, chunk: Chunk) -> str:
+        return f"{self.display}: chunk {number} (patch line {chunk.line_number})"
 
     def place(self, chunks: Sequence[Chunk]) -> ChunkResult:
         edits: list[Edit] = []
         failures: list[ChunkFailure] = []
         passes: list[MatchPass] = []
         cursor = 0
+        self.index.expect_searches(len(chunks))
         for number, chunk in enumerate(chunks, 1):
-            label = f"{self.display}: chunk {number} (patch line {chunk.line_number})"
             pos = cursor
             hint_line: int | None = None
             missing_hint: str | None = None
@@ -202,11 +198,15 @@ class ChunkPlacer:
             if missing_hint is not None:
                 failures.append(
                     self._hint_failure(
-                        label, number, missing_hint, pos, len(failures) < MAX_DETAILED_FAILURES
+                        self._label(number, chunk),
+                        number,
+                        missing_hint,
+                        pos,
+                        len(failures) < MAX_DETAILED_FAILURES,
                     )
                 )
                 continue
-            chunk_lines = list(chunk.lines)
+            chunk_lines = chunk.lines
             old = [text for tag, text in chunk_lines if tag != "+"]
             match_pass: MatchPass | None = None
             found: list[int] = []
@@ -217,7 +217,7 @@ class ChunkPlacer:
                 match_pass, found = self._locate_from(chunk, old, starts)
                 if not found and chunk_lines[-1] == (" ", ""):
                     # A blank line closing a chunk is as often a separator as context.
-                    chunk_lines.pop()
+                    chunk_lines = chunk_lines[:-1]
                     old.pop()
                     if old:
                         match_pass, found = self._locate_from(chunk, old, starts)
@@ -230,7 +230,12 @@ class ChunkPlacer:
             if not found or match_pass is None:
                 failures.append(
                     self._not_found(
-                        label, number, chunk, old, pos, len(failures) < MAX_DETAILED_FAILURES
+                        self._label(number, chunk),
+                        number,
+                        chunk,
+                        old,
+                        pos,
+                        len(failures) < MAX_DETAILED_FAILURES,
                     )
                 )
                 continue
@@ -238,13 +243,18 @@ class ChunkPlacer:
             if len(found) > 1 and hint_line is None:
                 chosen = self._tie_break(chunk, found)
                 if chosen is None:
-                    failures.append(self._ambiguous(label, number, old, found, match_pass))
+                    failures.append(
+                        self._ambiguous(self._label(number, chunk), number, old, found, match_pass)
+                    )
                     continue
                 start = chosen
             passes.append(match_pass)
-            edits.append(
-                Edit(start, len(old), _replacement(chunk_lines, self.lines, start, match_pass))
-            )
+            if match_pass is _EXACT:
+                # Context lines equal the file's own lines: the new side is the replacement.
+                replacement = [text for tag, text in chunk_lines if tag != "-"]
+            else:
+                replacement = _replacement(chunk_lines, self.lines, start, match_pass)
+            edits.append(Edit(start, len(old), replacement))
             cursor = start + len(old)
         if failures:
             return ChunkResult([], failures, passes)
@@ -264,21 +274,19 @@ class ChunkPlacer:
     def _locate_from(
         self, chunk: Chunk, old: Sequence[str], starts: Sequence[int]
     ) -> tuple[MatchPass | None, list[int]]:
-        for start in starts:
-            match_pass, found = self._locate(chunk, old, start)
+        """The first start (cursor, then hint line) where ``old`` is found, through the passes."""
+        find = self.index.find_first_pass
+        for pos in starts:
+            if chunk.end_of_file:
+                at = len(self.lines) - len(old)
+                if at < pos:
+                    continue
+                match_pass, found = find(old, at, at, LINE_PASSES)
+            else:
+                match_pass, found = find(old, pos, None, LINE_PASSES)
             if found:
                 return match_pass, found
         return None, []
-
-    def _locate(
-        self, chunk: Chunk, old: Sequence[str], pos: int
-    ) -> tuple[MatchPass | None, list[int]]:
-        if chunk.end_of_file:
-            at = len(self.lines) - len(old)
-            if at < pos:
-                return None, []
-            return self._find(old, at, at)
-        return self._find(old, pos, None)
 
     @staticmethod
     def _tie_break(chunk: Chunk, found: list[int]) -> int | None:

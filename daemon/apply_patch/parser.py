@@ -49,6 +49,7 @@ SHELL_FORMS = (
 _RANGE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 Tag = Literal[" ", "-", "+"]
+_BLANK: tuple[Tag, str] = (" ", "")  # an empty patch line inside a chunk: blank context
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ def check_path(raw: str, line: int) -> str:
 def _split(patch: str) -> list[str]:
     # Split on "\n" only (never str.splitlines: form feeds and U+2028 are text),
     # and drop one "\r" so a CRLF patch reads like an LF one.
+    if "\r" not in patch:
+        return patch.split("\n")
     return [line[:-1] if line.endswith("\r") else line for line in patch.split("\n")]
 
 
@@ -231,7 +234,9 @@ def _body(patch: str) -> tuple[list[str], int, str | None]:
                 last + 1,
             )
         raise _fail(f"'{END}' is missing; the last line of the patch must be '{END}'.", last + 1)
-    for i in range(begin + 1, last):
+    # One C-level search first: a patch's body almost never mentions the end marker.
+    inner = range(begin + 1, last) if END in "\n".join(lines[begin + 1 : last]) else range(0)
+    for i in inner:
         if lines[i].rstrip() == END:
             raise _fail(
                 f"there is content after '{END}'; only blank lines may follow it. Put every "
@@ -336,8 +341,12 @@ def _parse_update(cur: _Cursor, path: str) -> UpdateFile:
         move_to = check_path(cur.line.strip()[len(MOVE) :], cur.number)
         cur.pos += 1
     chunks: list[Chunk] = []
-    while not cur.at_end():
-        line = cur.line
+    body, n = cur.lines, len(cur.lines)
+    while cur.pos < n:
+        line = body[cur.pos]
+        if line.startswith("@@"):  # the usual case: a chunk header
+            chunks.append(_parse_chunk(cur, path, first=not chunks))
+            continue
         if not line.strip():
             cur.pos += 1
             continue
@@ -367,19 +376,26 @@ def _parse_header(line: str) -> tuple[str | None, int | None, int | None]:
 
 
 def _parse_chunk(cur: _Cursor, path: str, *, first: bool) -> Chunk:
-    number = cur.number
+    # The hot path of a big patch: plain locals, no per-line method calls.
+    body, i, n = cur.lines, cur.pos, len(cur.lines)
+    number = cur.offset + i
     hints: list[str] = []
     range_start: int | None = None
     range_count: int | None = None
     saw_header = False
-    while not cur.at_end() and cur.line.startswith("@@"):
-        hint, start, count = _parse_header(cur.line)
+    while i < n:
+        line = body[i]
+        if not line.startswith("@@"):
+            break
         saw_header = True
-        if hint is not None:
-            hints.append(hint)
-        if start is not None:
-            range_start, range_count = start, count
-        cur.pos += 1
+        if line != "@@":  # a bare "@@" has no hint and no range
+            hint, start, count = _parse_header(line)
+            if hint is not None:
+                hints.append(hint)
+            if start is not None:
+                range_start, range_count = start, count
+        i += 1
+    cur.pos = i
     if not saw_header and not first:
         raise _fail(
             f"expected a chunk header starting with '@@' in '{UPDATE} {path}', got "
@@ -390,12 +406,11 @@ def _parse_chunk(cur: _Cursor, path: str, *, first: bool) -> Chunk:
         )
     lines: list[tuple[Tag, str]] = []
     end_of_file = False
-    # The hot loop of a big patch: plain locals, no per-line method calls.
-    body, i, n, append = cur.lines, cur.pos, len(cur.lines), lines.append
+    append = lines.append
     while i < n:
         line = body[i]
         if not line:
-            append((" ", ""))
+            append(_BLANK)
         else:
             tag = line[0]
             if tag == " " or tag == "-" or tag == "+":
@@ -415,8 +430,8 @@ def _parse_chunk(cur: _Cursor, path: str, *, first: bool) -> Chunk:
             cur.number if not cur.at_end() else number,
             path=path,
         )
-    if not cur.at_end() and not end_of_file:
-        nxt = cur.line
+    if i < n and not end_of_file:
+        nxt = body[i]
         if not (nxt.startswith(("@@", "***")) or _is_header(nxt)):
             raise _fail(
                 f"unexpected line {nxt!r} in '{UPDATE} {path}'; every line of a chunk starts "

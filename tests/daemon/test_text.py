@@ -115,3 +115,26 @@ def test_decode_encode_round_trips(
     decoded = decode(raw)
     assert "\r\n" not in decoded.text
     assert decoded.encode(decoded.text) == raw
+
+
+def _ending_by_counts(text: str) -> str:
+    """The definition ``decode`` follows, by counting every ending (its slow path)."""
+    crlf, lf = text.count("\r\n"), text.count("\n")
+    if lf == 0:
+        return "none"
+    if crlf == lf:
+        return "crlf"
+    return "lf" if crlf == 0 else "mixed"
+
+
+@given(text=st.text(alphabet="a \t\r\n\u2028\x0c\u00e9", max_size=40), bom=st.booleans())
+def test_decode_classifies_endings_as_counting_would(text: str, bom: bool) -> None:
+    """The no-"\\r" fast path answers what counting CRLF and LF answers (lone CRs too)."""
+    raw = (b"\xef\xbb\xbf" if bom else b"") + text.encode()
+    decoded = decode(raw)
+    assert decoded.line_ending == _ending_by_counts(text)
+    assert decoded.bom is bom
+    if decoded.line_ending in ("lf", "none"):
+        # The fast path's answers: the text as it is, written back byte for byte.
+        assert decoded.text == text
+        assert decoded.encode(decoded.text) == raw
