@@ -7,7 +7,11 @@ memory and writes the ``*_expired`` audit lines, so it can run coarse-grained.
 What is due is indexed by session too, so forgetting a deleted session costs
 its own leases, not every lease of every session (with 10,000 sessions a
 DELETE used to scan 110,000 keys, and tearing them all down was quadratic).
-Forgotten entries stay in the heap until their time and are skipped then.
+Forgotten and re-watched entries stay in the heap (skipped when their time
+comes) until the heap holds more than twice what is due plus ``compact_slack``;
+then it is rebuilt from what is due. Without that, a client that replaces or
+deletes leases in a loop grew the heap by one entry per PUT for a whole TTL,
+whatever few leases were live.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ Key = tuple[str, str]  # (session_id, lease_id or "")
 
 
 class ExpiryWatcher:
-    def __init__(self, store: Store, audit: AuditLog, *, tick_s: float = 0.5) -> None:
+    def __init__(
+        self, store: Store, audit: AuditLog, *, tick_s: float = 0.5, compact_slack: int = 1024
+    ) -> None:
         self._store = store
         self._audit = audit
         self._tick = tick_s
+        self._slack = compact_slack
         self._heap: list[tuple[float, str, str]] = []
         self._due: dict[Key, float] = {}
         # session id -> the lease ids ("" for the session itself) in ``_due``.
@@ -42,7 +49,18 @@ class ExpiryWatcher:
         self._due[key] = expires_at
         self._by_session.setdefault(session_id, set()).add(key[1])
         heapq.heappush(self._heap, (expires_at, session_id, lease_id or ""))
+        if len(self._heap) > 2 * len(self._due) + self._slack:
+            self._compact()
         self._wake.set()
+
+    def _compact(self) -> None:
+        """Keep only the heap entries still due (amortised O(1) per watch)."""
+        self._heap = [e for e in self._heap if self._due.get((e[1], e[2])) == e[0]]
+        heapq.heapify(self._heap)
+
+    def pending(self) -> int:
+        """Entries the heap holds, skipped ones included (a bound on its memory)."""
+        return len(self._heap)
 
     def forget(self, session_id: str, lease_id: str | None) -> None:
         lid = lease_id or ""
