@@ -333,10 +333,13 @@ def print_proxy(steps: list[ProxyStep]) -> None:
                 ]
                 for p, g in zip(steps, growth, strict=True)
             ],
-            title=f"proxy at scale: memory (growth exponent {exponent:.2f})",
+            title="proxy at scale: memory",
         )
     )
     print(f"RSS growth exponent by sessions (log-log fit): {exponent:.2f}")
+    report.figure(
+        "proxy RSS growth exponent by sessions", exponent, unit="exponent", target="<= 1.0"
+    )
     print()
     print(
         report.scaling_table(
