@@ -18,15 +18,15 @@ download MB/s of (b) >= 0.8x of (a).
 mitmdump runs with ``stream_large_bodies=4m`` like airlock-proxy: without it,
 it would buffer the whole download in memory before relaying a byte.
 
-The upstream runs in its own process so it does not share the load
-generator's GIL. Run alone: ``python -m bench.bench_proxy [--seconds N]``.
+The upstream and the proxy come from :mod:`bench.proxy_rig`; the upstream runs
+in its own process so it does not share the load generator's GIL.
+Run alone: ``python -m bench.bench_proxy [--seconds N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import os
 import shutil
 import ssl
@@ -41,60 +41,15 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.proxy_rig import proxy_headers, start_proxy, start_upstream
+from bench.proxy_rig import stop as _stop
 from bench.report import percentile, table
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.net import wait_port as _wait_port
 
 CONCURRENCY = 16
-DOWNLOAD_BLOCK = 1 << 20
 PLACEHOLDER = "airlock-gh-bench-placeholder-0001"
 REAL = "ghs_bench_real_token_" + "x" * 20
-
-
-# --- upstream subprocess ---------------------------------------------------------
-
-
-def _serve_upstream(cert: str, key: str, port: int) -> None:
-    from aiohttp import web
-
-    async def hello(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def download(request: web.Request) -> web.StreamResponse:
-        """``size`` bytes, chunked, gzip (one member per MiB), auth echoed each MiB."""
-        size = int(request.query.get("size", "0"))
-        auth = request.headers.get("authorization", "").encode()
-        block = os.urandom(DOWNLOAD_BLOCK - len(auth)) + auth
-        packed = gzip.compress(block, compresslevel=1)
-        resp = web.StreamResponse(
-            headers={"content-type": "application/octet-stream", "content-encoding": "gzip"}
-        )
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
-        sent = 0
-        while sent < size:
-            for i in range(0, len(packed), 1 << 16):
-                await resp.write(packed[i : i + (1 << 16)])
-            sent += len(block)
-        await resp.write_eof()
-        return resp
-
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(cert, key)
-    app = web.Application()
-    app.router.add_get("/download", download)
-    app.router.add_get("/{tail:.*}", hello)
-    web.run_app(app, host="127.0.0.1", port=port, ssl_context=ctx, print=None, access_log=None)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 # --- load generator ----------------------------------------------------------------
@@ -231,31 +186,18 @@ async def _start_airlock(
     store: str = "memory",
     extra_leases: int = 0,
 ) -> tuple[Target, str, str]:
-    from urllib.parse import urlsplit
-
     from airlock.client.proxy import ProxyClient
-    from tests.fakes.proxy_harness import proxy_process
 
-    tmp = Path(tempfile.mkdtemp(prefix="al-bench-", dir=work))
-    proxy = stack.enter_context(
-        proxy_process(
-            tmp,
-            resolve=[f"api.github.com:443:127.0.0.1:{up_port}"],
-            upstream_ca=ca_path,
-            store=store,
-        )
-    )
+    proxy = start_proxy(stack, work, up_port, ca_path, store=store)
     async with ProxyClient(proxy.control) as client:
         session = await client.create_session(allow=["api.github.com"], ttl_s=3600)
         await client.put_lease(session.session_id, "bench", [RULE], ttl_s=3600)
         await _fill(client, extra_leases)
-    parts = urlsplit(session.proxy_url)
-    auth = aiohttp.encode_basic_auth(parts.username or "", parts.password or "")
     target = Target(
         name,
         "https://api.github.com/x",
         f"http://127.0.0.1:{proxy.port}",
-        {"Proxy-Authorization": auth},
+        proxy_headers(session),
         str(proxy.ca_path),
     )
     return target, proxy.control, session.session_id
@@ -381,22 +323,11 @@ async def run(
     download_mib: int = 200,
     download_only: bool = False,
 ) -> None:
-    from tests.fakes.tls import TestCA
-
     work = Path(tempfile.mkdtemp(prefix="al-bench-"))
     notes: list[str] = []
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, work, True)
-        ca = TestCA(work / "ca")
-        leaf = ca.issue("api.github.com", "localhost")
-        up_port = _free_port()
-        upstream = subprocess.Popen(
-            [sys.executable, "-m", "bench.bench_proxy", "--upstream",
-             str(leaf.cert_path), str(leaf.key_path), str(up_port)],
-            cwd=Path(__file__).resolve().parent.parent,
-        )  # fmt: skip
-        stack.callback(_stop, upstream)
-        await _wait_port(up_port, upstream)
+        up_port, ca = await start_upstream(stack, work)
         targets = [await _start_mitmdump(stack, work, up_port, ca.ca_path)]
         b, control, sid = await _start_airlock(
             stack, "(b) airlock, memory, 1 lease", work, up_port, ca.ca_path
@@ -500,13 +431,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--download-only", action="store_true", help="only the download table ((a) and (b))"
     )
-    parser.add_argument(
-        "--upstream", nargs=3, metavar=("CERT", "KEY", "PORT"), help=argparse.SUPPRESS
-    )
     args = parser.parse_args(argv if argv is not None else [])
-    if args.upstream:
-        _serve_upstream(args.upstream[0], args.upstream[1], int(args.upstream[2]))
-        return
     asyncio.run(
         run(
             args.seconds,

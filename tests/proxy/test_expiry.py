@@ -1,0 +1,133 @@
+"""The expiry watcher audits exactly the expiries nobody forgot.
+
+``forget_session`` uses a per-session index (a DELETE must not scan every
+watched lease of every session); this checks, over random sequences of
+watch / forget / forget_session, that the watcher's pass writes the audit lines
+a plain model of "what is still due" predicts. The store keeps the forgotten
+records (the control API deletes them first; here they stay), so an entry the
+watcher failed to forget would show as an audit line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airlock.proxy.audit import AuditLog
+from airlock.proxy.expiry import ExpiryWatcher
+from airlock.proxy.protocol import LeaseRule
+from airlock.proxy.store.base import LeaseRecord, SessionRecord, hash_secret, now
+from airlock.proxy.store.memory import MemoryStore
+
+SESSIONS = ["sa", "sb", "sc"]
+LEASES = ["l1", "l2", "l3"]
+
+Op = tuple[str, str, str, int]  # (kind, session, lease, milliseconds)
+
+ops_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["watch", "watch", "forget", "forget_session"]),
+        st.sampled_from(SESSIONS),
+        st.sampled_from(LEASES),
+        st.integers(0, 100),
+    ),
+    max_size=40,
+)
+
+
+def _rule(sid: str, lid: str) -> LeaseRule:
+    return LeaseRule.model_validate(
+        {
+            "host": "api.github.com",
+            "placeholder": f"airlock-ph-{sid}-{lid}",
+            "schemes": ["token"],
+            "replace": {"scheme": "token", "token": f"real-{sid}-{lid}"},
+        }
+    )
+
+
+async def _audited(
+    ops: list[Op], directory: Path, slack: int = 1024
+) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """(events the watcher wrote, events the model expects), both as (event, session, lease)."""
+    store = MemoryStore()
+    audit = AuditLog(directory / "audit.log")
+    watcher = ExpiryWatcher(store, audit, compact_slack=slack)
+    base = now() - 10  # everything already expired: one pass handles it all
+    due: set[tuple[str, str]] = set()
+    deleted: set[str] = set()
+    for sid in SESSIONS:
+        # Sessions expire after their leases, so the leases' lines come first.
+        expires = base + 1
+        await store.create_session(SessionRecord(sid, hash_secret("x"), (), expires))
+        watcher.watch(sid, None, expires)
+        due.add((sid, ""))
+    for kind, sid, lid, ms in ops:
+        if sid in deleted:
+            continue  # the control API refuses leases of a deleted session
+        if kind == "watch":
+            expires = base + ms / 1000
+            await store.put_lease(LeaseRecord(sid, lid, (_rule(sid, lid),), expires))
+            watcher.watch(sid, lid, expires)
+            due.add((sid, lid))
+        elif kind == "forget":
+            watcher.forget(sid, lid)
+            due.discard((sid, lid))
+        else:
+            watcher.forget_session(sid)
+            deleted.add(sid)
+            due = {key for key in due if key[0] != sid}
+    task = asyncio.create_task(watcher.run())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    audit.close()
+    written = set()
+    for line in (directory / "audit.log").read_text().splitlines():
+        event = json.loads(line)
+        written.add((event["event"], event["session"], event.get("lease", "")))
+    expected = {("lease_expired" if lid else "session_expired", sid, lid) for sid, lid in due}
+    return written, expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=ops_strategy, slack=st.sampled_from([0, 1024]))
+def test_watcher_audits_what_is_still_due(ops: list[Op], slack: int) -> None:
+    """Slack 0 compacts the heap on nearly every watch; 1024 never does here."""
+    with tempfile.TemporaryDirectory() as directory:
+        written, expected = asyncio.run(_audited(ops, Path(directory), slack))
+    assert written == expected
+
+
+def test_churn_does_not_grow_the_heap(tmp_path: Path) -> None:
+    """PUT/DELETE of a lease in a loop (long TTL) keeps the heap near what is due."""
+    audit = AuditLog(tmp_path / "audit.log")
+    watcher = ExpiryWatcher(MemoryStore(), audit, compact_slack=100)
+    watcher.watch("sa", None, now() + 3600)
+    watcher.watch("sa", "kept", now() + 3600)
+    for i in range(10_000):
+        watcher.watch("sa", f"l{i % 7}", now() + 3600)
+        watcher.forget("sa", f"l{i % 7}")
+    assert watcher.pending() <= 2 * 2 + 100 + 1
+    watcher.forget_session("sb")  # another session: nothing of sa is lost
+    audit.close()
+
+
+def test_forgetting_a_session_leaves_the_others_due(tmp_path: Path) -> None:
+    ops: list[Op] = [
+        ("watch", "sa", "l1", 10),
+        ("watch", "sb", "l1", 20),
+        ("watch", "sb", "l2", 30),
+        ("forget_session", "sa", "", 0),
+        ("forget", "sb", "l2", 0),
+    ]
+    written, expected = asyncio.run(_audited(ops, tmp_path))
+    assert written == expected
+    assert ("lease_expired", "sb", "l1") in written
+    assert not {e for e in written if e[1] == "sa"}
