@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, STDERR_CAP
+from airlock.daemon.search.stall import watch_for_pipe_stall
 
 _CHUNK = 64 * 1024
 
@@ -36,11 +37,13 @@ class RunOutcome:
     timed_out: bool
     stderr: str
     bytes_read: int
+    # Killed because a thread sat waiting on a pipe (a FIFO named .gitignore): see stall.py.
+    pipe_stall: bool = False
 
     @property
     def complete(self) -> bool:
         """The engine ran to its end and every byte it wrote was read."""
-        return not (self.capped or self.stopped or self.timed_out)
+        return not (self.capped or self.stopped or self.timed_out or self.pipe_stall)
 
 
 def _kill_group(pid: int) -> None:
@@ -88,6 +91,7 @@ async def run_engine(
     _limit_memory(proc.pid)
     stderr = bytearray()
     stderr_task = asyncio.create_task(_drain_stderr(proc.stderr, stderr))
+    stall_task = asyncio.create_task(watch_for_pipe_stall(proc.pid))
     read = 0
     capped = stopped = timed_out = False
     try:
@@ -140,6 +144,9 @@ async def run_engine(
                 await asyncio.wait_for(proc.wait(), 2.0)
         if not stderr_task.done():
             stderr_task.cancel()
+        if not stall_task.done():
+            stall_task.cancel()
+    pipe_stall = stall_task.done() and not stall_task.cancelled() and stall_task.result()
     return RunOutcome(
         exit_code=proc.returncode,
         capped=capped,
@@ -147,6 +154,7 @@ async def run_engine(
         timed_out=timed_out,
         stderr=stderr.decode("utf-8", errors="replace"),
         bytes_read=read,
+        pipe_stall=pipe_stall,
     )
 
 
