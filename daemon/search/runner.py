@@ -147,7 +147,12 @@ async def run_engine(
             stderr_task.cancel()
         if not stall_task.done():
             stall_task.cancel()
-    pipe_stall = stall_task.done() and not stall_task.cancelled() and stall_task.result()
+    pipe_stall = (
+        stall_task.done()
+        and not stall_task.cancelled()
+        and stall_task.exception() is None
+        and stall_task.result()
+    )
     return RunOutcome(
         exit_code=proc.returncode,
         capped=capped,
