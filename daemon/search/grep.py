@@ -248,7 +248,7 @@ async def search_grep(
     env = {k: v for k, v in os.environ.items() if not k.startswith("GREP_")}
     env["LC_ALL"] = "C"
     read = 0
-    capped = stopped = failed = False
+    capped = stopped = failed = incomplete = False
     errors: list[str] = []
     for batch in _batches(files):
         parser.set_batch(batch)
@@ -263,6 +263,10 @@ async def search_grep(
         read += outcome.bytes_read
         if outcome.timed_out:
             raise Timeout(timeout_message(timeout_s))
+        if outcome.pipe_stall:
+            # A listed file swapped for a FIFO since the walk: that batch is partial.
+            errors.append("grep was stopped waiting on a FIFO")
+            incomplete = True
         if outcome.exit_code == 2 and outcome.stderr.strip():
             errors.append(outcome.stderr.strip())
             if not is_io_error(outcome.stderr):
@@ -274,7 +278,7 @@ async def search_grep(
     parser.finish(capped)
     return EngineResult(
         rows=parser.rows,
-        complete=not (capped or stopped or failed),
+        complete=not (capped or stopped or failed or incomplete),
         capped=capped,
         presorted=True,
         stderr="\n".join(errors),

@@ -307,7 +307,13 @@ def _is_dir_below(root: Path, root_fd: int | None, rel: str) -> bool:
 
 
 def star_ignored_dirs(
-    root: Path, rel: str, *, depth: int = 2, cap: int = 5, root_fd: int | None = None
+    root: Path,
+    rel: str,
+    *,
+    depth: int = 2,
+    cap: int = 5,
+    root_fd: int | None = None,
+    trust_nlink: bool = True,
 ) -> list[str]:
     """Directories at or under ``root/rel`` (or above it, down from root) whose own
     .gitignore ignores everything, like the one ``python -m venv`` writes.
@@ -316,6 +322,13 @@ def star_ignored_dirs(
     stat each and opening only ``.gitignore`` files, so the note stays cheap on
     large trees (bounded by ``_STAR_SCAN_DIRS`` directories). Every directory is
     opened below the root's fd without following links.
+
+    A directory whose link count is exactly 2 has no subdirectories (POSIX
+    filesystems count each child's ``..``), so it is not listed: on a wide tree
+    of leaf directories that listing was nearly all of the note's cost (~14 ms of
+    CPU for 200 directories of 100 files, paid after every search). Filesystems
+    that do not keep the count (btrfs, overlayfs merged directories) report 1 and
+    are listed as before; ``trust_nlink=False`` always lists (the tests' reference).
     """
     found: list[str] = []
     parts = [] if rel in ("", ".") else rel.split("/")
@@ -333,12 +346,17 @@ def star_ignored_dirs(
             start_fd = open_below(base, rel)
     except OSError:
         return found
-    frontier: list[tuple[int, str, int]] = [(start_fd, rel if parts else "", 0)]
+    # A directory that will not be listed (a leaf, or at the depth bound) keeps its place
+    # in the frontier, and so in the _STAR_SCAN_DIRS budget, but holds no fd: the answer
+    # is the one listing every directory gives.
+    frontier: list[tuple[int | None, str, int]] = [(start_fd, rel if parts else "", 0)]
     visited = 0
     try:
         while frontier and len(found) < cap and visited < _STAR_SCAN_DIRS:
             dir_fd, dir_rel, level = frontier.pop(0)
             visited += 1
+            if dir_fd is None:
+                continue
             try:
                 if level >= depth:
                     continue
@@ -362,14 +380,26 @@ def star_ignored_dirs(
                         found.append(child_rel)
                         if len(found) >= cap:
                             break
+                    elif level + 1 >= depth or (trust_nlink and _is_leaf(child)):
+                        os.close(child)  # never listed: at the depth bound, or a leaf
+                        frontier.append((None, child_rel, level + 1))
                     else:
                         frontier.append((child, child_rel, level + 1))
             finally:
                 os.close(dir_fd)
     finally:
         for dir_fd, _, _ in frontier:
-            os.close(dir_fd)
+            if dir_fd is not None:
+                os.close(dir_fd)
     return found
+
+
+def _is_leaf(dir_fd: int) -> bool:
+    """Whether the open directory certainly has no subdirectories (link count 2)."""
+    try:
+        return os.fstat(dir_fd).st_nlink == 2
+    except OSError:
+        return False
 
 
 def _star_file(dir_fd: int) -> bool:

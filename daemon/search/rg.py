@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.errors import Timeout
+from airlock.daemon.errors import InvalidRequest, Timeout
 from airlock.daemon.search.limits import LINE_CAP, LINE_CUT_MARKER, cut_line
 from airlock.daemon.search.query import Query
 from airlock.daemon.search.rows import EngineResult, FileBlock, Hit, clean_path
 from airlock.daemon.search.runner import is_io_error, run_engine, timeout_message
+from airlock.daemon.search.stall import blocking_ignore_files, stall_message
 
 # A line longer than the output cap is located by mapping its file; never scan past this.
 _LOCATE_SCAN_CAP = 512 * 1024 * 1024
@@ -291,6 +292,11 @@ async def search_rg(
         )
         if outcome.timed_out:
             raise Timeout(timeout_message(timeout_s))
+        if outcome.pipe_stall:
+            culprits = await asyncio.to_thread(blocking_ignore_files, root, rel)
+            raise InvalidRequest(
+                stall_message(rel or ".", culprits), {"path": rel or ".", "found": culprits}
+            )
         salvage = parser.finish()
         if not sort and (outcome.capped or outcome.stopped):
             continue
