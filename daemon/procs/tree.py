@@ -35,6 +35,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from airlock.daemon.procfs import task_files
+
 MARKER_VAR = "AIRLOCK_TREE"
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
@@ -145,18 +147,7 @@ def snapshot() -> dict[int, ProcInfo]:
 
 def children_of(pid: int) -> list[int]:
     """Direct children of ``pid`` (all of its threads'), cheap: no full ``/proc`` scan."""
-    kids: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
-                kids.extend(int(x) for x in handle.read().split())
-        except OSError:
-            continue
-    return kids
+    return [int(x) for _, listed in task_files(pid, "children") for x in listed.split()]
 
 
 def has_marker(pid: int, marker: bytes) -> bool:

@@ -23,6 +23,7 @@ import signal
 import stat
 from pathlib import Path
 
+from airlock.daemon.procfs import task_files
 from airlock.daemon.search.ignore import DIR_FLAGS, IGNORE_FILE_NAMES, opened
 from airlock.daemon.search.walk import MAX_WALK_DEPTH
 
@@ -48,20 +49,11 @@ _FIND_MAX_NAMES = 5
 
 def pipe_waiters(pid: int) -> set[int]:
     """Thread ids of ``pid`` that sleep in a pipe open or read right now."""
-    waiting: set[int] = set()
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return waiting
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/wchan", "rb") as handle:
-                where = handle.read(128).decode("ascii", errors="replace").strip()
-        except OSError:
-            continue
-        if where in PIPE_WAITS:
-            waiting.add(int(tid))
-    return waiting
+    return {
+        tid
+        for tid, where in task_files(pid, "wchan", 128)
+        if where.decode("ascii", errors="replace").strip() in PIPE_WAITS
+    }
 
 
 async def watch_for_pipe_stall(pid: int) -> bool:

@@ -21,6 +21,7 @@ from airlock.daemon.diagnostics import linediff
 from airlock.daemon.diagnostics.baseline import new_findings
 from airlock.daemon.diagnostics.model import finding
 from airlock.daemon.diagnostics.worker import Worker
+from tests.daemon.diagnostics.test_linediff import assert_alignment
 
 PY_LINES = [
     "def f(x):",
@@ -272,13 +273,7 @@ def test_incremental_json_equals_full(
 )
 def test_line_regions_describe_the_change(old: list[str], new: list[str]) -> None:
     """Outside the regions the two versions are equal line for line, in order."""
-    found = linediff.regions(old, new)
-    i = j = 0
-    for os_, oe, ns, ne in found:
-        assert old[i:os_] == new[j:ns]
-        assert os_ - i == ns - j
-        i, j = oe, ne
-    assert old[i:] == new[j:]
+    assert_alignment(old, new, linediff.regions(old, new))
 
 
 def test_the_fast_paths_are_taken(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from airlock.daemon.diagnostics import linediff
 
 
-def _valid(old: list[str], new: list[str], found: list[linediff.Region]) -> None:
+def assert_alignment(old: list[str], new: list[str], found: list[linediff.Region]) -> None:
+    """Outside the regions the two versions are equal line for line, in order."""
     i = j = 0
     for os_, oe, ns, ne in found:
         assert old[i:os_] == new[j:ns]
@@ -37,7 +38,7 @@ def test_equal_length_versions_align_line_for_line(old: list[str], data: st.Data
         at = data.draw(st.integers(0, len(new) - 1))
         new[at] = data.draw(st.sampled_from(["a", "b", "changed", "", " z "]))
     found = linediff.regions(old, new)
-    _valid(old, new, found)
+    assert_alignment(old, new, found)
     # Only differing lines are in a region: nothing equal is re-checked for nothing.
     changed = {k for k, (x, y) in enumerate(zip(old, new, strict=True)) if x != y}
     covered = {k for os_, oe, _, _ in found for k in range(os_, oe)}
@@ -49,5 +50,5 @@ def test_a_shift_goes_the_general_way() -> None:
     new = ["inserted", *old[:900], *old[901:]]  # same length: one in, one out, far apart
     assert linediff._replaced_lines(old, new) is None
     found = linediff.regions(old, new)
-    _valid(old, new, found)
+    assert_alignment(old, new, found)
     assert sum(oe - os_ for os_, oe, _, _ in found) <= 2  # not the 900 lines in between
