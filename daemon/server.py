@@ -194,6 +194,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def _read_body(request: web.Request) -> bytes:
     """The whole body within the body timeout (a client trickling bytes cannot hold a handler)."""
+    if request.content.is_eof():  # the whole body already arrived: nothing to wait for
+        return await request.read()
     limit = request.app[BODY_TIMEOUT_KEY]
     try:
         async with asyncio.timeout(limit):
