@@ -185,7 +185,10 @@ def test_docker_compose_v1_config_validates(tmp_path: Path) -> None:
 def test_docker_compose_config_validates() -> None:
     docker = shutil.which("docker")
     if docker is None:
-        pytest.skip("docker CLI not installed: `docker compose config` not run")
+        pytest.skip(
+            "docker CLI not installed (scripts/install-system-deps.sh --with-images installs "
+            "it): `docker compose config` did not run; it is NOT a pass"
+        )
     has_compose = subprocess.run([docker, "compose", "version"], capture_output=True, check=False)
     if has_compose.returncode != 0:
         pytest.skip(
@@ -195,7 +198,10 @@ def test_docker_compose_config_validates() -> None:
         )
     engine = subprocess.run([docker, "info"], capture_output=True, timeout=30, check=False)
     if engine.returncode != 0:
-        pytest.skip("no Docker engine reachable: `docker compose config` not run")
+        pytest.skip(
+            "no Docker engine reachable (start one: scripts/dockerd.sh start): "
+            "`docker compose config` did not run; it is NOT a pass"
+        )
     proc = subprocess.run(
         [docker, "compose", "-f", str(COMPOSE), "config", "--quiet"],
         capture_output=True,

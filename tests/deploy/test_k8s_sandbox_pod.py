@@ -54,7 +54,10 @@ def _system_python() -> str:
         )
         if probe.stdout.strip() == mine:
             return python
-    pytest.skip(f"needs /usr/bin/python3 {mine} (the venv's minor version) for the pod user")
+    pytest.skip(
+        f"needs /usr/bin/python3 {mine} (the venv's minor version) for the pod user: the "
+        "sandbox pod checks did not run; it is NOT a pass"
+    )
 
 
 @dataclass
@@ -74,7 +77,10 @@ class SandboxPod:
 @pytest.fixture
 def sandbox_pod() -> Iterator[SandboxPod]:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to act as the pod's non-root user")
+        pytest.skip(
+            "needs root and setpriv (util-linux) to act as the pod's non-root user: the "
+            "sandbox pod checks did not run; it is NOT a pass"
+        )
     docs = load_docs(REPO / "deploy" / "k8s" / "sandbox.yaml")
     template = next(d for d in docs if d["kind"] == "PodTemplate")["template"]
     spec = template["spec"]
