@@ -180,7 +180,7 @@ class DiagnosticsService:
             if "types" in checks:  # the slowest: start it before the git bookkeeping
                 jobs.append(
                     asyncio.ensure_future(
-                        self._types_job(results["types"], files, reuse_types, run_as, for_edit)
+                        self._types_job(results["types"], resolved, reuse_types, run_as, for_edit)
                     )
                 )
             repos, dirs = await asyncio.to_thread(_repos_of, list(files))
@@ -189,7 +189,9 @@ class DiagnosticsService:
             if "git-diff" in checks:
                 jobs.extend(
                     asyncio.ensure_future(job)
-                    for job in self._git_jobs(results["git-diff"], files, repos, entries, dirs)
+                    for job in self._git_jobs(
+                        results["git-diff"], files, repos, entries, dirs, resolved
+                    )
                 )
             worker_checks = [c for c in ("syntax", "whitespace") if c in checks]
             from_ahead: list[Path] = []
@@ -245,6 +247,7 @@ class DiagnosticsService:
         repos: dict[Path, Path | None],
         entries: dict[Path, git_diff.IndexEntry],
         dirs: set[Path],
+        resolved: dict[Path, ResolvedPath],
     ) -> list[Awaitable[None]]:
         by_repo: dict[Path, dict[Path, str]] = {}
         for real, display in files.items():
@@ -258,7 +261,11 @@ class DiagnosticsService:
             async def body() -> None:
                 result.findings.extend(
                     await self.git.run(
-                        repo, members, entries, self.timeout_s, read=self._read_worktree
+                        repo,
+                        members,
+                        entries,
+                        self.timeout_s,
+                        read=lambda real: self._read_worktree(resolved[real]),
                     )
                 )
                 result.ran = True
@@ -350,9 +357,8 @@ class DiagnosticsService:
 
         await _guarded_many(results, checks, [display], body)
 
-    def _read_worktree(self, real: Path) -> bytes | None:
+    def _read_worktree(self, where: ResolvedPath) -> bytes | None:
         """A tracked file's bytes for the git check, through the resolver (blocking)."""
-        where = ResolvedPath(real, _root_of(self.roots, real), str(real))
         _, data = _read_for_check(self.roots, where)
         if isinstance(data, bytes) and len(data) <= git_diff.MAX_FILE_BYTES:
             return data
@@ -361,14 +367,14 @@ class DiagnosticsService:
     async def _types_job(
         self,
         result: CheckResult,
-        files: dict[Path, str],
+        resolved: dict[Path, ResolvedPath],
         reuse: bool,
         run_as: RunAs,
         for_edit: bool = False,
     ) -> None:
         generation = self.generation
         plan, digests = await asyncio.to_thread(
-            _plan_and_digest, files, run_as, self.workspace, self.roots
+            _plan_and_digest, resolved, run_as, self.workspace, self.roots
         )
         result.not_applicable.extend(plan.not_applicable)
         for reason, displays in plan.unavailable.items():
@@ -517,25 +523,19 @@ def _read_and_digest(roots: Roots, resolved: ResolvedPath) -> tuple[str, bytes |
 
 
 def _plan_and_digest(
-    files: dict[Path, str], run_as: RunAs, workspace: Path, roots: Roots
+    resolved: dict[Path, ResolvedPath], run_as: RunAs, workspace: Path, roots: Roots
 ) -> tuple[types.TypePlan, dict[Path, str]]:
-    plan = types.plan_types(files, run_as, workspace)
+    plan = types.plan_types({r: p.display for r, p in resolved.items()}, run_as, workspace)
     digests: dict[Path, str] = {}
     for group in plan.groups:
-        for real, display in group.files.items():
-            where = ResolvedPath(real, _root_of(roots, real), display)
+        for real in group.files:
+            where = resolved.get(real)
+            if where is None:  # not one of the files asked about: no digest, no reuse
+                continue
             _, data = _read_for_check(roots, where)
             if isinstance(data, bytes):
                 digests[real] = hashlib.sha256(data).hexdigest()
     return plan, digests
-
-
-def _root_of(roots: Roots, real: Path) -> Path:
-    """The root a checked file lies under (the workspace unless an extra root holds it)."""
-    for root in (*roots.extra, roots.workspace):
-        if real == root or real.is_relative_to(root):
-            return root
-    return roots.workspace
 
 
 def _drop_checker_parse_errors(results: Results) -> None:

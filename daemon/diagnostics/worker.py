@@ -22,7 +22,6 @@ Response: {"id": 1, "state": "ok" | "missing" | "binary" | "too_large" | "unread
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import select
@@ -51,9 +50,6 @@ _VERSIONS_KEPT = 16
 """Files whose last version (text, trees) is kept for incremental re-checks."""
 _VERSION_MAX_CHARS = 16 * 1024 * 1024
 """Larger files are not kept (16 of them would cost gigabytes): checked in full each time."""
-_ANSWERS_KEPT = 64
-"""Answers remembered by (file, checks, content hash): syntax and whitespace depend on
-the bytes alone, so the baseline of edit N+1 is edit N's result, free."""
 
 
 def _dump(findings: list[Finding]) -> list[dict[str, Any]]:
@@ -65,9 +61,6 @@ class Worker:
         self.syntax = SyntaxChecker()
         self.incremental = incremental
         """False: every request is checked in full (the property test's reference)."""
-        self._answers: OrderedDict[tuple[str, str, tuple[str, ...], bytes], dict[str, Any]] = (
-            OrderedDict()
-        )
         self._versions: OrderedDict[tuple[str, str], _Known] = OrderedDict()
         self.paths: Counter[str] = Counter()
         """Which path each check took ("whitespace:incremental", "syntax:full"...): tests."""
@@ -93,11 +86,6 @@ class Worker:
         if len(data) > limit:
             return {**answer, "state": "too_large"}
         checks = tuple(str(c) for c in req.get("checks", []))
-        key = (str(path), display, checks, hashlib.sha256(data).digest())
-        cached = self._answers.get(key)
-        if cached is not None:  # an edit's result is the next edit's baseline
-            self._answers.move_to_end(key)
-            return {**answer, **cached}
         try:
             text = decode(data, path=display).text
         except BinaryFile:
@@ -112,9 +100,6 @@ class Worker:
             self._versions[(str(path), display)] = current
         while len(self._versions) > _VERSIONS_KEPT:
             self._versions.popitem(last=False)
-        self._answers[key] = {"state": "ok", "results": answer["results"]}
-        while len(self._answers) > _ANSWERS_KEPT:
-            self._answers.popitem(last=False)
         return answer
 
     def _run(
