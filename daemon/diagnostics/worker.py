@@ -9,13 +9,13 @@ line (``content_bytes``): it reads them through its resolver, fd-relative
 beneath a root, so a folder swapped for a symlink mid-call is refused there
 and this process (which runs as the daemon's user) never opens a workspace
 path itself. An editing tool's after-check sends the bytes it is about to
-write, so that check runs while the write and its fsyncs do. Reading by path
-(no ``content_bytes``) is kept only for in-process callers (tests).
+write, so that check runs while the write and its fsyncs do. ``path`` only names
+the file (its language, the incremental state kept for it).
 
 Request:  {"id": 1, "path": "/real/path", "display": "src/a.py",
-           "checks": ["syntax", "whitespace"], "max_bytes": 67108864}
-          optionally "content_bytes": N, then exactly N bytes: the file's content
-Response: {"id": 1, "state": "ok" | "missing" | "binary" | "too_large" | "unreadable",
+           "checks": ["syntax", "whitespace"], "max_bytes": 67108864,
+           "content_bytes": N}, then exactly N bytes: the file's content
+Response: {"id": 1, "state": "ok" | "binary" | "too_large" | "unreadable",
            "detail": "...", "results": {"syntax": {"applicable": true, "findings": [...],
            "error": null}}}
 """
@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import stat
 import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
@@ -65,24 +64,17 @@ class Worker:
         self.paths: Counter[str] = Counter()
         """Which path each check took ("whitespace:incremental", "syntax:full"...): tests."""
 
-    def handle(self, req: dict[str, Any], content: bytes | None = None) -> dict[str, Any]:
-        """Check the file ``req`` names: its bytes on disk, or ``content`` when given
-        (the bytes an edit is about to write there)."""
+    def handle(self, req: dict[str, Any], content: bytes | None) -> dict[str, Any]:
+        """Check ``content``, the bytes of the file ``req`` names (as read by the daemon, or
+        about to be written by an edit). Never reads the file itself."""
         path = Path(req["path"])
         display = str(req.get("display", path))
         answer: dict[str, Any] = {"id": req.get("id"), "state": "ok", "results": {}}
         limit = int(req.get("max_bytes", 64 * 1024 * 1024))
-        if content is not None:
-            data = content
-        else:
-            try:
-                data = _read_regular(path, limit + 1)
-            except (FileNotFoundError, NotADirectoryError):
-                return {**answer, "state": "missing"}
-            except IsADirectoryError:
-                return {**answer, "state": "missing", "detail": "a directory"}
-            except OSError as exc:
-                return {**answer, "state": "unreadable", "detail": str(exc)}
+        if content is None:
+            detail = "no content_bytes: the daemon sends every file's bytes"
+            return {**answer, "state": "unreadable", "detail": detail}
+        data = content
         if len(data) > limit:
             return {**answer, "state": "too_large"}
         checks = tuple(str(c) for c in req.get("checks", []))
@@ -224,25 +216,6 @@ class _Known:
             lines = self.version.lines
             self._text_lines = lines[:-1] if lines and lines[-1] == "" else lines
         return self._text_lines
-
-
-def _read_regular(path: Path, limit: int) -> bytes:
-    """Regular files only, never blocking on a FIFO, never through a final symlink."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(str(path))
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        chunks: list[bytes] = []
-        remaining = limit
-        while remaining > 0 and (chunk := os.read(fd, min(remaining, 1 << 20))):
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 IDLE_EXIT_S = 600.0

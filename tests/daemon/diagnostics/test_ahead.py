@@ -53,9 +53,9 @@ def test_inline_content_answers_what_the_file_on_disk_would(tmp_path: Path) -> N
         data = ("\n".join(rng.choice(LINES) for _ in range(rng.randint(0, 12))) + "\n").encode()
         early = ahead.handle(req, data)
         path.write_bytes(data)
-        assert _strip_ids(early) == _strip_ids(disk.handle(req))
+        assert _strip_ids(early) == _strip_ids(disk.handle(req, path.read_bytes()))
         # The next baseline reads the disk: the version told ahead is the one it finds.
-        assert _strip_ids(ahead.handle(req)) == _strip_ids(early)
+        assert _strip_ids(ahead.handle(req, path.read_bytes())) == _strip_ids(early)
 
 
 async def test_content_frames_stay_in_step_over_the_real_pipe(
@@ -71,10 +71,17 @@ async def test_content_frames_stay_in_step_over_the_real_pipe(
     findings = answer["results"]["whitespace"]["findings"]
     assert [(f["line"], f["code"]) for f in findings] == [(2, "trailing-whitespace")]
     plain = await service.worker.request(
-        {"path": str(target), "display": "a.txt", "checks": ["whitespace"]}, 30.0
+        {"path": str(target), "display": "a.txt", "checks": ["whitespace"]},
+        30.0,
+        target.read_bytes(),
     )
     assert plain["state"] == "ok"
     assert plain["results"]["whitespace"]["findings"] == []
+    # A request without bytes is refused: the worker never opens the path it names.
+    bare = await service.worker.request(
+        {"path": "/etc/passwd", "display": "passwd", "checks": ["whitespace"]}, 30.0
+    )
+    assert bare["state"] == "unreadable" and "content_bytes" in bare["detail"]
 
 
 async def test_a_garbled_frame_ends_the_worker_and_the_next_request_gets_a_new_one(

@@ -96,7 +96,8 @@ def _compare(
         for text in versions:
             path.write_text(text)
             req = {"path": str(path), "display": name, "checks": list(checks)}
-            got, want = fast.handle(req), full.handle(req)
+            data = text.encode()
+            got, want = fast.handle(req, data), full.handle(req, data)
             assert got["state"] == want["state"]
             if want["state"] == "ok":
                 assert _results(got) == _results(want), text
@@ -283,14 +284,14 @@ def test_the_fast_paths_are_taken(tmp_path: Path) -> None:
     path = tmp_path / "big.py"
     path.write_text(body)
     req = {"path": str(path), "display": "big.py", "checks": ["syntax", "whitespace"]}
-    worker.handle(req)
+    worker.handle(req, path.read_bytes())
     path.write_text(body.replace("x + 7\n", "x + 7 \n").replace("x + 300\n", "x * 300\n"))
-    answer = worker.handle(req)
+    answer = worker.handle(req, path.read_bytes())
     assert worker.paths["syntax:incremental"] == 1 and worker.paths["whitespace:incremental"] == 1
     ws = answer["results"]["whitespace"]["findings"]
     assert [(f["line"], f["code"]) for f in ws] == [(23, "trailing-whitespace")]
     path.write_text(body.replace("x + 9\n", "x + (9\n"))
-    broken = worker.handle(req)
+    broken = worker.handle(req, path.read_bytes())
     assert worker.paths["syntax:full"] == 2  # an error anywhere: the full check reports it
     assert broken["results"]["syntax"]["findings"]
 

@@ -49,7 +49,8 @@ def _check(tmp_path: Path, text: str, *edits: str) -> tuple[Counter[str], list[o
     for version in (_warm(text), text, *edits):
         before = Counter(fast.paths)
         path.write_text(version)
-        got, want = fast.handle(req), full.handle(req)
+        data = path.read_bytes()
+        got, want = fast.handle(req, data), full.handle(req, data)
         assert got["results"] == want["results"], version
         taken = fast.paths - before
         findings = got["results"]["syntax"]["findings"]
