@@ -201,7 +201,7 @@ class DiagnosticsService:
                     worker_plan[real] = wanted
                 if not wanted:
                     continue
-                if ahead is not None and ahead.plan.get(real) == wanted:
+                if ahead is not None and ahead.checks_for(real) == wanted:
                     from_ahead.append(real)
                     continue
                 jobs.append(
@@ -454,21 +454,23 @@ class Ahead:
     """Worker checks of an edit's new bytes, running while the edit writes them."""
 
     def __init__(self) -> None:
-        self.plan: dict[Path, list[str]] = {}
-        """Which checks each file's bytes are being checked for."""
-        self._jobs: dict[Path, tuple[Results, asyncio.Future[None]]] = {}
+        self._jobs: dict[Path, tuple[list[str], Results, asyncio.Future[None]]] = {}
 
     def add(self, real: Path, checks: list[str], results: Results, job: Awaitable[None]) -> None:
-        self.plan[real] = checks
-        self._jobs[real] = (results, asyncio.ensure_future(job))
+        self._jobs[real] = (checks, results, asyncio.ensure_future(job))
+
+    def checks_for(self, real: Path) -> list[str] | None:
+        """Which checks ``real``'s new bytes are being checked for (None: not checked)."""
+        entry = self._jobs.get(real)
+        return entry[0] if entry is not None else None
 
     async def results(self, real: Path) -> Results:
-        results, job = self._jobs[real]
+        _, results, job = self._jobs[real]
         await asyncio.shield(job)
         return results
 
     def cancel(self) -> None:
-        for _, job in self._jobs.values():
+        for _, _, job in self._jobs.values():
             job.cancel()
 
 
