@@ -25,7 +25,6 @@ import hashlib
 import os
 import re
 import shutil
-import stat
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -199,25 +198,6 @@ def _parse_batch(out: bytes) -> dict[str, bytes]:
     return found
 
 
-def read_worktree(path: Path) -> bytes | None:
-    """A work-tree file's bytes: regular files only, never through a final symlink, never
-    blocking on a FIFO (blocking: a thread)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-            return None
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _write_pairs(base: Path, pairs: Mapping[str, tuple[bytes, bytes]]) -> None:
     for index, (old, new) in enumerate(pairs.values()):
         for side, data in (("a", old), ("b", new)):
@@ -280,13 +260,13 @@ class GitDiffCheck:
         files: Mapping[Path, str],
         entries: Mapping[Path, IndexEntry],
         timeout_s: float,
-        read: Callable[[Path], bytes | None] = read_worktree,
+        read: Callable[[Path], bytes | None],
     ) -> list[Finding]:
         """Findings for ``files`` (real -> display) that have an index entry.
 
         ``read`` gives a work-tree file's bytes (None: not a regular file, too
-        large, gone); the service passes its resolver's reader, so a folder
-        swapped for a symlink is refused rather than followed.
+        large, gone): the service's resolver reader, so a folder swapped for a
+        symlink is refused rather than followed.
         """
         wanted = {real: display for real, display in files.items() if real in entries}
         if not wanted:

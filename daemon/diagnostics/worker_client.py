@@ -131,7 +131,8 @@ class WorkerClient:
         """Send one request; raises CheckTimeout, CheckUnavailable or WorkerGone.
 
         ``content`` travels after the request line (``content_bytes`` says how
-        many bytes): the worker checks it instead of reading the file.
+        many bytes): the file's bytes, which the syntax worker checks (it never
+        opens the file itself).
         """
         channel = await self._ensure()
         ident = next(self._ids)
