@@ -24,8 +24,8 @@ import stat
 from pathlib import Path
 
 from airlock.daemon.procfs import task_files
-from airlock.daemon.search.ignore import DIR_FLAGS, IGNORE_FILE_NAMES, opened
-from airlock.daemon.search.walk import MAX_WALK_DEPTH
+from airlock.daemon.search.ignore import IGNORE_FILE_NAMES, opened
+from airlock.daemon.search.walk import walk
 
 FIRST_CHECK_S = 0.5
 CHECK_EVERY_S = 0.5
@@ -76,8 +76,8 @@ def blocking_ignore_files(root: Path, rel: str) -> list[str]:
     """Ignore files an engine searching ``root/rel`` could block on: FIFOs, sockets and
     devices by those names, and links by those names (rg follows them; they are not
     followed here), in ``rel``'s ancestors inside the root (rg reads those too) and under
-    it. Paths relative to ``root``; directories are opened below the root without
-    following links, as the walker does; bounded, for the error message only."""
+    it (the shared walker: below the root, never through a link). Paths relative to
+    ``root``; bounded, for the error message only."""
     found: list[str] = []
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     try:
@@ -86,8 +86,21 @@ def blocking_ignore_files(root: Path, rel: str) -> list[str]:
                 above = "/".join(parts[:depth])
                 with contextlib.suppress(OSError), opened(root, base, above) as fd:
                     _check_names(fd, above, found)
-            with opened(root, base, "/".join(parts)) as start:
-                _scan(os.dup(start), "/".join(parts), found, [0], 0)
+            entries = walk(
+                root,
+                "/".join(parts),
+                max_depth=None,
+                include_hidden=True,
+                ignore=None,
+                root_fd=base,
+                with_other=True,
+            )
+            for seen, entry in enumerate(entries):
+                if len(found) >= _FIND_MAX_NAMES or seen >= _FIND_MAX_ENTRIES:
+                    break
+                name = entry.rel.rsplit("/", 1)[-1]
+                if name in IGNORE_FILE_NAMES and entry.kind in ("symlink", "other"):
+                    _found(found, entry.rel, entry.kind == "symlink")
     except OSError:
         pass
     return found
@@ -108,35 +121,6 @@ def _found(found: list[str], rel: str, link: bool) -> None:
     # Shown, never reopened: a name that is not UTF-8 gets U+FFFD (JSON-safe).
     shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     found.append(shown + (" (a link)" if link else ""))
-
-
-def _scan(dir_fd: int, dir_rel: str, found: list[str], seen: list[int], depth: int) -> None:
-    """Depth-first to ``MAX_WALK_DEPTH``; takes ownership of ``dir_fd``."""
-    try:
-        with os.scandir(dir_fd) as it:
-            entries = sorted((e.name, e) for e in it if e.name != ".git")
-    except OSError:
-        entries = []
-    try:
-        for name, entry in entries:
-            seen[0] += 1
-            if len(found) >= _FIND_MAX_NAMES or seen[0] > _FIND_MAX_ENTRIES:
-                return
-            child_rel = f"{dir_rel}/{name}" if dir_rel else name
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            if stat.S_ISDIR(mode):
-                if depth + 1 >= MAX_WALK_DEPTH:
-                    continue
-                with contextlib.suppress(OSError):
-                    child = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
-                    _scan(child, child_rel, found, seen, depth + 1)
-            elif name in IGNORE_FILE_NAMES and not stat.S_ISREG(mode):
-                _found(found, child_rel, stat.S_ISLNK(mode))
-    finally:
-        os.close(dir_fd)
 
 
 def stall_message(searched: str, culprits: list[str]) -> str:

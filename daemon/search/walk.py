@@ -74,6 +74,7 @@ def walk(
     stats: WalkStats | None = None,
     root_fd: int | None = None,
     start_fd: int | None = None,
+    with_other: bool = False,
 ) -> Iterator[WalkEntry]:
     """Entries under ``root/start`` (paths relative to ``root``), in sorted order.
 
@@ -85,7 +86,8 @@ def walk(
     caller holds the root open, or straight from ``start_fd`` when it holds the
     start directory open), so a directory swapped for a symlink during
     the walk is skipped, never entered; the walk stops at ``MAX_WALK_DEPTH``
-    levels (``stats.too_deep``).
+    levels (``stats.too_deep``). FIFOs, sockets and devices are left out unless
+    ``with_other`` (kind ``"other"``: looked at, never opened).
     """
     base_rel = "" if start in ("", ".") else start
     if start_fd is not None:
@@ -95,7 +97,16 @@ def walk(
     try:
         with opened(root, root_fd, base_rel_open) as fd:
             yield from _walk_dir(
-                fd, base_rel, 1, max_depth, include_hidden, ignore, keep_file, prune_dir, stats
+                fd,
+                base_rel,
+                1,
+                max_depth,
+                include_hidden,
+                ignore,
+                keep_file,
+                prune_dir,
+                stats,
+                with_other,
             )
     except OSError:
         return
@@ -111,6 +122,7 @@ def _walk_dir(
     keep_file: Callable[[str], bool] | None,
     prune_dir: Callable[[str], bool] | None,
     stats: WalkStats | None,
+    with_other: bool = False,
 ) -> Iterator[WalkEntry]:
     try:
         with os.scandir(dir_fd) as it:
@@ -162,8 +174,9 @@ def _walk_dir(
                         keep_file,
                         prune_dir,
                         stats,
+                        with_other,
                     )
                 finally:
                     os.close(child)
-        elif kind == "symlink":
+        elif kind == "symlink" or with_other:
             yield WalkEntry(rel, kind, None, depth)
