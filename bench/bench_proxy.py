@@ -42,10 +42,10 @@ from pathlib import Path
 import aiohttp
 
 from bench.proxy_rig import proxy_headers, start_proxy, start_upstream
-from bench.proxy_rig import stop as _stop
 from bench.report import percentile, table
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.net import wait_port as _wait_port
+from tests.fakes.processes import stop_process
 
 CONCURRENCY = 16
 PLACEHOLDER = "airlock-gh-bench-placeholder-0001"
@@ -153,7 +153,7 @@ async def _start_mitmdump(stack: ExitStack, work: Path, up_port: int, ca_path: P
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    stack.callback(_stop, proc)
+    stack.callback(stop_process, proc)
     await _wait_port(port, proc)
     for _ in range(200):
         if (confdir / "mitmproxy-ca-cert.pem").exists():

@@ -28,6 +28,7 @@ import aiohttp
 
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.net import free_port, wait_port
+from tests.fakes.processes import stop_process
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
 
@@ -78,17 +79,6 @@ def auth_digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after 10 s."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 async def start_upstream(stack: ExitStack, work: Path) -> tuple[int, TestCA]:
     """The upstream subprocess (stopped by ``stack``): its port and the CA its leaf is from."""
     ca = TestCA(work / "ca")
@@ -99,7 +89,7 @@ async def start_upstream(stack: ExitStack, work: Path) -> tuple[int, TestCA]:
          str(leaf.cert_path), str(leaf.key_path), str(port)],
         cwd=Path(__file__).resolve().parent.parent,
     )  # fmt: skip
-    stack.callback(stop, upstream)
+    stack.callback(stop_process, upstream)
     await wait_port(port, upstream)
     return port, ca
 

@@ -28,6 +28,7 @@ from airlock.proxy import ca as proxy_ca
 from airlock.proxy.config import DEFAULT_INTERCEPT
 from tests.deploy.manifests import load_docs
 from tests.fakes.net import free_port as _free_port
+from tests.fakes.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROL_GET = REPO / "deploy" / "docker" / "control-get.py"
@@ -170,12 +171,7 @@ def test_init_container_installs_the_ca_and_the_proxy_serves_it_with_token_probe
         assert refused.returncode == 1 and "401" in refused.stderr
         assert (pod.base / "audit" / "audit.jsonl").exists()
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process)
         log.close()
 
 

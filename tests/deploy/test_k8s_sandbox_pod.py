@@ -28,6 +28,7 @@ import pytest
 
 from tests.deploy.manifests import load_docs
 from tests.fakes.net import free_port as _free_port
+from tests.fakes.processes import stop_process
 from tests.fakes.tls import TestCA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,12 +185,7 @@ async def test_airlockd_serves_the_template_as_the_pod_user(
                 assert resp.status == 200, await resp.text()
                 result = await resp.json()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)
     uid, cert_file, node_extra = result["stdout"].split("\n")[:3]
     bundle_dir = env["AIRLOCK_CA_BUNDLE_DIR"]
     assert uid == str(pod.uid)

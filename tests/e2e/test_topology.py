@@ -51,6 +51,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.e2e.netns import Topology, can_create_namespaces, listen_in, topology
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
+from tests.fakes.processes import stop_process
 from tests.fakes.proxy_harness import ProxyProcess, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -206,12 +207,7 @@ def redis_in(topo: Topology, directory: Path) -> Iterator[str]:
             time.sleep(0.05)
         yield f"redis://:{password}@{topo.proxy_admin_addr}:{port}/0"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)
 
 
 def _redis_answers(host: str, port: int, ping: bytes) -> bool:
