@@ -18,6 +18,9 @@ from types import ModuleType
 os.environ.setdefault("GIT_TERMINAL_PROMPT", "0")
 os.environ.setdefault("GH_PROMPT_DISABLED", "1")
 
+# Fixtures every directory may ask for by name (the checkout as other users see it).
+pytest_plugins = ["tests.fakes.checkout"]
+
 _REPO = Path(__file__).resolve().parents[1]
 _TOP_LEVEL = frozenset({"daemon", "proxy", "client"})
 

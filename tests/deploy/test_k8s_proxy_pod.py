@@ -27,12 +27,14 @@ import pytest
 from airlock.proxy import ca as proxy_ca
 from airlock.proxy.config import DEFAULT_INTERCEPT
 from tests.deploy.manifests import load_docs
+from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROL_GET = REPO / "deploy" / "docker" / "control-get.py"
 PROXY_BIN = Path(sys.executable).with_name("airlock-proxy")
+PYTHON = Path(sys.executable)
 TOKEN = "k8s-control-token-" + "z" * 24
 
 
@@ -42,6 +44,7 @@ class Pod:
     uid: int
     spec: dict[str, Any]
     paths: dict[str, str]
+    repo: Path  # the checkout, traversable by the pod user
 
     def container(self, name: str, init: bool = False) -> dict[str, Any]:
         key = "initContainers" if init else "containers"
@@ -52,12 +55,16 @@ class Pod:
         pattern = "|".join(re.escape(p) for p in sorted(self.paths, key=len, reverse=True))
         return re.sub(rf"(?<![\w/.-])({pattern})(?=/|\b|$)", lambda m: self.paths[m[1]], text)
 
+    def python_script(self, script: Path) -> list[str]:
+        """The venv's Python running ``script``, both as the pod user sees them."""
+        return [str(in_view(self.repo, PYTHON)), str(in_view(self.repo, script))]
+
     def as_pod_user(self, argv: list[str], **kw: Any) -> list[str]:
         return ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *argv]
 
 
 @pytest.fixture
-def pod() -> Iterator[Pod]:
+def pod(shared_repo: Path) -> Iterator[Pod]:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip(
             "needs root and setpriv (util-linux) to act as the pod's non-root user: the "
@@ -95,7 +102,7 @@ def pod() -> Iterator[Pod]:
             "/var/log/airlock-proxy": str(base / "audit"),
             "/etc/airlock-proxy/control": str(token_dir),
         }
-        yield Pod(base, uid, spec, paths)
+        yield Pod(base, uid, spec, paths, shared_repo)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -126,9 +133,14 @@ def test_init_container_installs_the_ca_and_the_proxy_serves_it_with_token_probe
     env = {e["name"]: pod.map(e["value"]) for e in proxy["env"]}
     env["AIRLOCK_CONTROL"] = env["AIRLOCK_CONTROL"].replace(":8081", f":{control_port}")
     run_env = {"PATH": os.environ["PATH"], "HOME": str(pod.base / "state"), **env}
+    # The venv's editable install names the checkout's own path; the pod user imports the view.
+    run_env["PYTHONPATH"] = str(pod.repo)
     log = (pod.base / "tmp" / "proxy.log").open("wb")
     process = subprocess.Popen(
-        pod.as_pod_user([str(PROXY_BIN), *args]), env=run_env, stdout=log, stderr=log
+        pod.as_pod_user([*pod.python_script(PROXY_BIN), *args]),
+        env=run_env,
+        stdout=log,
+        stderr=log,
     )
     try:
 
@@ -136,7 +148,7 @@ def test_init_container_installs_the_ca_and_the_proxy_serves_it_with_token_probe
             command = proxy[name]["exec"]["command"]
             assert command[0] == "airlock-control-get"
             return subprocess.run(
-                pod.as_pod_user([sys.executable, str(CONTROL_GET), *command[1:]]),
+                pod.as_pod_user([*pod.python_script(CONTROL_GET), *command[1:]]),
                 env=run_env,
                 capture_output=True,
                 text=True,
@@ -152,7 +164,7 @@ def test_init_container_installs_the_ca_and_the_proxy_serves_it_with_token_probe
         assert probe("livenessProbe").returncode == 0
 
         served = subprocess.run(
-            pod.as_pod_user([sys.executable, str(CONTROL_GET), "/v1/ca.pem"]),
+            pod.as_pod_user([*pod.python_script(CONTROL_GET), "/v1/ca.pem"]),
             env=run_env,
             capture_output=True,
             check=True,

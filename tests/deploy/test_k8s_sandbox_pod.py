@@ -27,12 +27,13 @@ import aiohttp
 import pytest
 
 from tests.deploy.manifests import load_docs
+from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
 from tests.fakes.tls import TestCA
 
 REPO = Path(__file__).resolve().parents[2]
-ENTRYPOINT = REPO / "deploy" / "docker" / "sandbox-entrypoint.sh"
+ENTRYPOINT = Path("deploy") / "docker" / "sandbox-entrypoint.sh"  # inside the shared view
 TOKEN = "sandbox-daemon-token-" + "q" * 20
 # ENV of the sandbox image (Dockerfile) that the template relies on.
 IMAGE_ENV = {"AIRLOCK_PROXY_CA": "/etc/airlock/proxy-ca.pem", "AIRLOCK_SOCKET_DIR": "/run/airlock"}
@@ -68,6 +69,7 @@ class SandboxPod:
     container: dict[str, Any]
     template: dict[str, Any]
     paths: dict[str, str]
+    repo: Path  # the checkout, traversable by the pod user
 
     def map(self, text: str) -> str:
         """Rewrite every pod path in ``text`` to its local directory, exactly once."""
@@ -76,7 +78,7 @@ class SandboxPod:
 
 
 @pytest.fixture
-def sandbox_pod() -> Iterator[SandboxPod]:
+def sandbox_pod(shared_repo: Path) -> Iterator[SandboxPod]:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip(
             "needs root and setpriv (util-linux) to act as the pod's non-root user: the "
@@ -96,7 +98,7 @@ def sandbox_pod() -> Iterator[SandboxPod]:
             local.mkdir()
             local.chmod(0o555 if mount.get("readOnly") else 0o777)
             paths[mount["mountPath"]] = str(local)
-        yield SandboxPod(base, uid, container, template, paths)
+        yield SandboxPod(base, uid, container, template, paths, shared_repo)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -109,7 +111,7 @@ def _env(pod: SandboxPod, port: int) -> tuple[list[str], dict[str, str]]:
     site = next(Path(sys.prefix, "lib").glob("python3*/site-packages"))
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "PYTHONPATH": f"{REPO}:{site}",
+        "PYTHONPATH": f"{pod.repo}:{in_view(pod.repo, site)}",
         **{k: pod.map(v) for k, v in IMAGE_ENV.items()},
         **{e["name"]: pod.map(e["value"]) for e in pod.container["env"]},
     }
@@ -127,7 +129,7 @@ def _write_volume_file(pod: SandboxPod, mount_path: str, name: str, data: bytes)
 def _start(pod: SandboxPod, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     cmd = ["setpriv", f"--reuid={pod.uid}", f"--regid={pod.uid}", "--clear-groups"]
     return subprocess.Popen(
-        [*cmd, str(ENTRYPOINT), *args],
+        [*cmd, str(pod.repo / ENTRYPOINT), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -27,8 +27,7 @@ import pytest
 
 from tests.fakes.tls import TestCA
 
-REPO = Path(__file__).resolve().parents[2]
-ENTRYPOINT = REPO / "deploy" / "docker" / "sandbox-entrypoint.sh"
+ENTRYPOINT = Path("deploy") / "docker" / "sandbox-entrypoint.sh"  # inside the shared view
 CA_VARS = (
     "SSL_CERT_FILE",
     "GIT_SSL_CAINFO",
@@ -64,6 +63,7 @@ cat "$FAKE_SYSTEM_ANCHORS" "$AIRLOCK_CA_ANCHOR_DIR"/*.crt > "$AIRLOCK_SYSTEM_BUN
 @dataclass
 class Root:
     dir: Path
+    entrypoint: Path
     ca: TestCA
     url: str
     env: dict[str, str]
@@ -81,7 +81,7 @@ class _Ok(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def root() -> Iterator[Root]:
+def root(shared_repo: Path) -> Iterator[Root]:
     # Outside tmp_path: the probe runs as `nobody`, which must traverse this dir.
     base = Path(tempfile.mkdtemp(prefix="al-ep-"))
     base.chmod(0o755)
@@ -122,7 +122,13 @@ def root() -> Iterator[Root]:
             AIRLOCK_RUN_AS="nobody",
             FAKE_SYSTEM_ANCHORS=str(system_anchors),
         )
-        yield Root(base, ca, f"https://localhost:{server.server_address[1]}/", env)
+        yield Root(
+            base,
+            shared_repo / ENTRYPOINT,
+            ca,
+            f"https://localhost:{server.server_address[1]}/",
+            env,
+        )
         server.shutdown()
         server.server_close()
     finally:
@@ -132,7 +138,7 @@ def root() -> Iterator[Root]:
 def _run(
     root: Root, *argv: str, as_user: str | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [str(ENTRYPOINT), *argv]
+    cmd = [str(root.entrypoint), *argv]
     if as_user:
         cmd = ["setpriv", f"--reuid={as_user}", "--regid=65534", "--clear-groups", *cmd]
     return subprocess.run(
@@ -277,7 +283,7 @@ def test_waits_for_a_ca_that_arrives_late(root: Root) -> None:
     late.parent.mkdir()
     env = {**root.env, "AIRLOCK_PROXY_CA": str(late), "AIRLOCK_PROXY_CA_WAIT_S": "20"}
     proc = subprocess.Popen(
-        [str(ENTRYPOINT), "sh", "-c", 'echo "$SSL_CERT_FILE"'],
+        [str(root.entrypoint), "sh", "-c", 'echo "$SSL_CERT_FILE"'],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

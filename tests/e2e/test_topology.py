@@ -49,6 +49,7 @@ from airlock.client.proxy import ProxyClient, ProxyError
 from airlock.client.sandboxes import DaemonSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.e2e.netns import Topology, can_create_namespaces, listen_in, topology
+from tests.fakes.checkout import in_view
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
 from tests.fakes.processes import stop_process
@@ -58,8 +59,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
 REPO = "acme/widgets"
 PERM = {"provider": "github", "repositories": [REPO], "access": "write"}
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENTRYPOINT = REPO_ROOT / "deploy" / "docker" / "sandbox-entrypoint.sh"
+ENTRYPOINT = Path("deploy") / "docker" / "sandbox-entrypoint.sh"  # inside the shared view
 NOBODY = 65534
 FAKE_UPDATE = """#!/bin/sh
 cat "$E2E_SYSTEM_ANCHORS" "$AIRLOCK_CA_ANCHOR_DIR"/*.crt > "$AIRLOCK_SYSTEM_BUNDLE"
@@ -269,6 +269,7 @@ class World:
     session: SessionInfo
     provider: GitHubAppProvider
     python: str
+    repo: Path  # the checkout, traversable by the sandbox user
     outputs: list[str] = field(default_factory=list)
 
     def shell(self, replica: int, proxy_client: ProxyClient) -> GitHubShell:
@@ -293,7 +294,7 @@ class World:
                 "http_proxy": url,
                 "NO_PROXY": "",
                 "no_proxy": "",
-                "PYTHONPATH": str(REPO_ROOT),
+                "PYTHONPATH": str(self.repo),
             },
             timeout_s=90,
         )
@@ -313,7 +314,7 @@ def _nobody_dir(path: Path) -> Path:
     return path
 
 
-def _entrypoint_env(base: Path, proxy_ca: Path, socket_dir: Path) -> dict[str, str]:
+def _entrypoint_env(base: Path, proxy_ca: Path, socket_dir: Path, repo: Path) -> dict[str, str]:
     anchors = base / "system-anchors.pem"
     anchors.write_text(Path(ssl.get_default_verify_paths().openssl_cafile or "").read_text())
     bundle = base / "ssl" / "ca-bundle.pem"
@@ -334,6 +335,8 @@ def _entrypoint_env(base: Path, proxy_ca: Path, socket_dir: Path) -> dict[str, s
         AIRLOCK_RUN_AS="nobody",
         E2E_SYSTEM_ANCHORS=str(anchors),
         TMPDIR=str(_nobody_dir(base / "tmp")),
+        # The venv's editable install names the checkout's own path; nobody imports the view.
+        PYTHONPATH=str(repo),
         GIT_CONFIG_NOSYSTEM="1",
     )
     return env
@@ -373,7 +376,7 @@ def _short_base() -> Iterator[Path]:
 
 
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
+async def world(tmp_path: Path, shared_repo: Path) -> AsyncIterator[World]:
     _require_namespaces()
     async with contextlib.AsyncExitStack() as stack:
         topo = stack.enter_context(topology())
@@ -407,8 +410,9 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             running_daemon(
                 workspace,
                 base_dir=socket_dir,
-                command_prefix=[*topo.exec_prefix(topo.sandbox_ns), str(ENTRYPOINT)],
-                env=_entrypoint_env(base, proxies[0].ca_path, socket_dir),
+                command_prefix=[*topo.exec_prefix(topo.sandbox_ns), str(shared_repo / ENTRYPOINT)],
+                interpreter=str(in_view(shared_repo, Path(sys.executable))),
+                env=_entrypoint_env(base, proxies[0].ca_path, socket_dir, shared_repo),
             )
         )
         client = await stack.enter_async_context(daemon.client())
@@ -422,7 +426,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         )
         yield World(
             topo, base, workspace, github, proxies, daemon, client, session, provider,
-            _sandbox_python(),
+            _sandbox_python(), shared_repo,
         )  # fmt: skip
 
 
@@ -694,7 +698,7 @@ async def test_replica_killed_during_a_command_orphaned_lease_is_removed_via_the
         _assert_no_token(tokens, written, "a proxy log or audit file")
 
 
-def test_namespace_precheck_gives_a_reason_where_they_cannot_be_made() -> None:
+def test_namespace_precheck_gives_a_reason_where_they_cannot_be_made(shared_repo: Path) -> None:
     """The skip path: as an unprivileged user the precheck names why, and builds nothing."""
     if shutil.which("setpriv") is None or os.geteuid() != 0:
         pytest.skip("needs root and setpriv to run the precheck as an unprivileged user")
@@ -705,7 +709,7 @@ def test_namespace_precheck_gives_a_reason_where_they_cannot_be_made() -> None:
     )
     out = subprocess.run(
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-         python, "-c", code, str(REPO_ROOT)],
+         python, "-c", code, str(shared_repo)],
         capture_output=True, text=True, timeout=60, check=True, cwd="/",
     )  # fmt: skip
     assert out.stdout.strip() == "network namespaces need root"

@@ -68,8 +68,8 @@ async def wait_for_socket(
     raise TimeoutError(f"airlockd did not answer on {socket} within {timeout}s")
 
 
-def airlockd_command() -> list[str]:
-    return [sys.executable, "-m", "airlock.daemon.cli"]
+def airlockd_command(interpreter: str = sys.executable) -> list[str]:
+    return [interpreter, "-m", "airlock.daemon.cli"]
 
 
 @contextlib.asynccontextmanager
@@ -80,14 +80,16 @@ async def running_daemon(
     env: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
     command_prefix: Sequence[str] = (),
+    interpreter: str = sys.executable,
 ) -> AsyncIterator[RunningDaemon]:
+    """``interpreter``: the venv's Python as the daemon's user sees it (tests/fakes/checkout.py)."""
     own_base = base_dir is None
     base = base_dir or Path(tempfile.mkdtemp(prefix="al-d-"))
     socket = base / "d.sock"
     log_path = base / "airlockd.log"
     argv = [
         *command_prefix,
-        *airlockd_command(),
+        *airlockd_command(interpreter),
         "--workspace",
         str(workspace),
         "--socket",
