@@ -40,6 +40,10 @@ _EXPORTS: dict[str, str] = {
     "authenticate_vercel": "airlock.client.delivery",
 }
 
+# Three views of one list, for three readers: the lazy loader (the table above),
+# `import *` and linters (__all__, literal so static tools can read it) and type
+# checkers (the imports below). tests/client/test_public_api.py pins the list and
+# checks the three agree.
 __all__ = [
     "AirlockError",
     "CallTimeout",

@@ -114,30 +114,18 @@ class Internal(_daemon.Internal, ToolError):
     pass
 
 
+# One class per daemon code, declared above so ``except errors.HunkNotFound``
+# type-checks; the map is derived from those declarations, and
+# tests/client/test_client_errors.py checks it covers the daemon's table exactly.
 _CLIENT_TYPES: dict[type[_daemon.AirlockError], type[ToolError]] = {
-    base: cls
-    for cls in (
-        InvalidRequest,
-        Unauthorized,
-        Forbidden,
-        PathEscape,
-        GeneratedFile,
-        ReadOnly,
-        NotFound,
-        UnknownTool,
-        IsDirectory,
-        BinaryFile,
-        TooLarge,
-        PatchParseError,
-        HunkNotFound,
-        AmbiguousMatch,
-        StaleWrite,
-        Conflict,
-        Timeout,
-        Internal,
-    )
-    for base in cls.__mro__[1:2]
+    cls.__mro__[1]: cls for cls in ToolError.__subclasses__()
 }
+_DECLARED = frozenset(_CLIENT_TYPES)
+
+
+def declared_daemon_types() -> frozenset[type[_daemon.AirlockError]]:
+    """The daemon classes this module declares a client class for (before any is made later)."""
+    return _DECLARED
 
 
 def client_type(daemon_type: type[_daemon.AirlockError]) -> type[ToolError]:

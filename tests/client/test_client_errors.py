@@ -53,6 +53,19 @@ def test_tool_errors_keep_the_daemon_classes() -> None:
         assert issubclass(errors.client_type(daemon_type), daemon_type)
 
 
+def test_every_daemon_code_has_a_declared_client_class() -> None:
+    """The client's classes are checked against the daemon's table, not copied blindly."""
+    daemon_types = set(daemon_errors.ERROR_TYPES.values())
+    declared = set(errors.declared_daemon_types())
+    assert declared == daemon_types, (
+        f"declare a class in client/errors.py for {sorted(t.__name__ for t in daemon_types - declared)}"
+        f"; remove {sorted(t.__name__ for t in declared - daemon_types)}"
+    )
+    for daemon_type in daemon_types:
+        cls = errors.client_type(daemon_type)
+        assert cls.__name__ == daemon_type.__name__ and cls.__module__ == errors.__name__
+
+
 def test_call_timeout_is_the_tools_own_plus_a_margin() -> None:
     exec_spec = TOOLS_BY_NAME["exec"]
     assert call_timeout(exec_spec, {"timeout_s": 600}, 30, None) == 630
