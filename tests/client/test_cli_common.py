@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def test_every_binary_takes_log_format(binary: str) -> None:
 
 
 @pytest.fixture
-def short_dir() -> Path:
+def short_dir() -> Iterator[Path]:
     """Unix socket paths must stay short: a fresh dir under /tmp."""
     path = Path(tempfile.mkdtemp(prefix="al-cli-"))
     yield path

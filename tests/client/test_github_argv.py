@@ -75,7 +75,7 @@ def test_accepted_quoting(command: str, argv: list[str]) -> None:
 
 
 _word = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
     min_size=0,
     max_size=20,
 )

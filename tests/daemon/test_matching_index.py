@@ -84,7 +84,7 @@ KINDS = [LineIndex, Counting, Tight, Loose, Scanning]
 @st.composite
 def query(draw: st.DrawFn, lines: list[str]) -> tuple[list[str], MatchPass, int, int | None]:
     n = len(lines)
-    if lines and draw(st.booleans()):
+    if len(lines) > 0 and draw(st.booleans()):
         # A window of the file, sometimes with one line swapped for a pool line.
         a = draw(st.integers(0, n - 1))
         b = draw(st.integers(a + 1, min(n, a + 6)))

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -32,7 +33,7 @@ def token_file(tmp_path: Path) -> Path:
     return f
 
 
-async def raw(socket_path: Path, method: str, route: str, **kw: object) -> tuple[int, dict]:
+async def raw(socket_path: Path, method: str, route: str, **kw: object) -> tuple[int, dict[str, Any]]:
     conn = aiohttp.UnixConnector(path=str(socket_path))
     async with (
         aiohttp.ClientSession(connector=conn) as http,

@@ -94,7 +94,7 @@ def test_split_lines_only_on_newline() -> None:
 
 
 line_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"),
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\r\n\x00"),
     max_size=12,
 )
 

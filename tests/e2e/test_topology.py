@@ -52,8 +52,9 @@ from tests.e2e.netns import Topology, can_create_namespaces, listen_in, topology
 from tests.fakes.checkout import in_view
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
+from tests.fakes.net import free_port
 from tests.fakes.processes import stop_process
-from tests.fakes.proxy_harness import ProxyProcess, free_port
+from tests.fakes.proxy_harness import ProxyProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -245,7 +245,7 @@ class Reflector:
         for event in ws.events():
             if isinstance(event, wsproto.events.Request):
                 writer.write(ws.send(wsproto.events.AcceptConnection()))
-        out = [
+        out: list[wsproto.events.Event] = [
             wsproto.events.TextMessage(data=f"text {value}"),
             wsproto.events.BytesMessage(data=b"bin " + value[:10].encode(), message_finished=False),
             wsproto.events.BytesMessage(data=value[10:].encode() + b" end", message_finished=True),

@@ -11,13 +11,29 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
 
 
+@overload
+async def wait_until(
+    condition: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+@overload
+async def wait_until(
+    condition: Callable[[], T],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
 async def wait_until(
     condition: Callable[[], Awaitable[T] | T],
     *,
@@ -37,7 +53,7 @@ async def wait_until(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"{message} (waited {timeout:.0f} s)")
         await asyncio.sleep(pause)

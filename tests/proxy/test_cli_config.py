@@ -21,7 +21,8 @@ from airlock.proxy.config import (
     parse_resolve,
 )
 from airlock.proxy.hosts import host_matches, parse_ip, refused_address
-from tests.fakes.proxy_harness import PROXY_BIN, free_port
+from tests.fakes.net import free_port
+from tests.fakes.proxy_harness import PROXY_BIN
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -164,7 +164,7 @@ async def test_intercepted_host_is_served_by_the_proxy_ca(
             return dict(cert)
 
     cert = await asyncio.to_thread(handshake)
-    issuer = dict(x[0] for x in cert["issuer"])  # type: ignore[misc]
+    issuer = dict(x[0] for x in cert["issuer"])  # type: ignore[attr-defined]
     assert issuer["commonName"] == "airlock-proxy CA"
 
 

@@ -28,7 +28,7 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 def temp_files(root: Path) -> list[str]:
-    found = []
+    found: list[str] = []
     for dirpath, _dirs, files in os.walk(root):
         found.extend(os.path.join(dirpath, f) for f in files if is_temp_file(f))
     return found

@@ -27,7 +27,7 @@ from tests.daemon.apply_patch.helpers import patch, temp_files
 
 # Line text: anything but the line separators the codec and the format use.
 TEXT = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x00"),
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\n\r\x00"),
     max_size=12,
 )
 

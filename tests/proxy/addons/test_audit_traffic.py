@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mitmproxy.test import tflow
+from mitmproxy.test import tutils
 
 from airlock.proxy.addons.audit_traffic import TrafficAudit
 from airlock.proxy.addons.lifecycle import ConnectionLifecycle
@@ -22,12 +22,12 @@ def test_tunnel_lines_and_requests(tmp_path: Path) -> None:
     audit.http_connect(connect)
 
     flow = request_flow(connect, path="/repos/x?token=hidden")
-    flow.response = tflow.tresp(content=b"0123456789")
+    flow.response = tutils.tresp(content=b"0123456789")
     audit.responseheaders(flow)
     audit.response(flow)
 
     streamed = request_flow(connect, path="/big")
-    streamed.response = tflow.tresp(content=b"")
+    streamed.response = tutils.tresp(content=b"")
     streamed.response.stream = lambda chunk: chunk.replace(b"REAL", b"ph")
     audit.responseheaders(streamed)
     assert callable(streamed.response.stream)
