@@ -324,13 +324,6 @@ class DaemonClient(AsyncToolMethods):
                 "check that it runs and that the socket/URL is right"
             ) from exc
 
-    async def _typed(
-        self, name: str, model: type[BaseModel], req: Any, kwargs: dict[str, Any], out: Any
-    ) -> Any:
-        """The pre-codegen helper hand-written tool methods used; same as the generated path."""
-        del model, out  # both come from TOOL_SPECS
-        return await self._tool(name, req, kwargs)
-
     async def _tool(self, name: str, req: Any, kw: dict[str, Any]) -> Any:
         spec = TOOLS_BY_NAME[name]
         request = req if req is not None else _validate(spec, kw)

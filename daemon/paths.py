@@ -266,11 +266,6 @@ class Roots:
                 )
         return result
 
-    def _root_for(
-        self, resolved: Path, intent: Intent, granted: Iterable[str | Path]
-    ) -> Path | None:
-        return self._root_for_str(str(resolved), intent, granted)
-
     def _root_for_str(
         self, resolved: str, intent: Intent, granted: Iterable[str | Path]
     ) -> Path | None:

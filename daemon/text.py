@@ -84,16 +84,6 @@ class DecodedText:
         return "".join(out)
 
 
-def is_binary(data: bytes) -> bool:
-    if b"\x00" in data:
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
-
-
 def decode(data: bytes, *, path: str = "file") -> DecodedText:
     """Decode file bytes strictly; NUL or invalid UTF-8 means binary."""
     bom = data.startswith(BOM)
@@ -147,11 +137,6 @@ def decode(data: bytes, *, path: str = "file") -> DecodedText:
         original_endings=tuple(endings),
         first_ending=first,
     )
-
-
-def decode_new(text: str) -> DecodedText:
-    """Conventions for a file that does not exist yet: LF, no BOM."""
-    return DecodedText(text="", bom=False, line_ending="lf")
 
 
 # ---------------------------------------------------------------- streaming pages

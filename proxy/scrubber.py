@@ -104,13 +104,6 @@ def scrub_name(name: bytes, pairs: Mapping[bytes, bytes]) -> bytes:
     return name
 
 
-def scrub_str(value: str, pairs: Mapping[bytes, bytes]) -> str:
-    """:func:`scrub` for text (surrogate-escaped, so any bytes round-trip)."""
-    raw = value.encode("utf-8", "surrogateescape")
-    out = scrub(raw, pairs)
-    return value if out == raw else out.decode("utf-8", "surrogateescape")
-
-
 # --- streaming decoders ------------------------------------------------------------
 
 

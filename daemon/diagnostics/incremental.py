@@ -36,7 +36,7 @@ from itertools import accumulate
 
 import tree_sitter
 
-from airlock.daemon.diagnostics import precise, pyblocks
+from airlock.daemon.diagnostics import pyblocks
 from airlock.daemon.diagnostics.linediff import Region
 from airlock.daemon.diagnostics.model import Finding
 
@@ -367,7 +367,3 @@ def _chunks(module: pyblocks.Block, found: Sequence[Region]) -> list[tuple[int, 
         else:
             chunks.append([lo, hi, new_lo, new_hi])
     return [(c[0], c[1], c[2], c[3]) for c in chunks]
-
-
-def precise_needed(language: str) -> bool:
-    return language in precise.POLICIES

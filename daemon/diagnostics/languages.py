@@ -42,9 +42,6 @@ _BY_NAME: dict[str, str] = {
     "Pipfile": "toml",
 }
 
-TYPED_LANGUAGES = frozenset({"python", "typescript", "tsx", "javascript"})
-"""Languages that have a type checker in the sandbox (JavaScript only under a js/tsconfig)."""
-
 JSON_WITH_COMMENTS = frozenset(
     {
         "jsconfig.json",

@@ -218,8 +218,3 @@ def _anchors(
         at = back[at]
     chain.reverse()
     return chain
-
-
-def changed_new_lines(found: Sequence[Region]) -> list[tuple[int, int]]:
-    """The new-side ranges of ``found`` (half-open, 0-based), empty ones included."""
-    return [(ns, ne) for _, _, ns, ne in found]

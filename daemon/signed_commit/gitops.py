@@ -131,10 +131,6 @@ class Git:
             )
         return proc.stdout.decode().strip()
 
-    def current_branch(self) -> str | None:
-        proc = self.run(["symbolic-ref", "--quiet", "--short", "HEAD"], check=False)
-        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
-
     def remote_url(self, remote: str = "origin") -> str:
         proc = self.run(["remote", "get-url", remote], check=False)
         if proc.returncode != 0:

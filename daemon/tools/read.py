@@ -113,13 +113,6 @@ def _read_nowait(fd: int, size: int) -> bytes | None:
 _RWF_NOWAIT: int = getattr(os, "RWF_NOWAIT", 0)
 
 
-def _read_sync(
-    ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int, budget: int
-) -> TextFile | ImageFile:
-    with ctx.roots.open_regular(resolved) as (fd, st):
-        return _read_open(ctx, resolved, fd, st, offset, limit, budget)
-
-
 def _read_open(
     ctx: ToolContext,
     resolved: ResolvedPath,
