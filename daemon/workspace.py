@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from airlock.daemon import apply_patch as apply_patch_engine
+from airlock.daemon.auth import Scope
 from airlock.daemon.context import DaemonConfig, ToolContext
 from airlock.daemon.errors import Forbidden, InvalidRequest, UnknownTool
 from airlock.daemon.offload import ThreadHop
@@ -57,8 +58,6 @@ from airlock.daemon.protocol import (
 from airlock.daemon.search.engine import resolve_engine
 from airlock.daemon.tools import exec as exec_mod
 from airlock.daemon.tools import listing, patch, read, search, write
-
-Scope = Literal["read", "write"]
 
 
 def validation_message(exc: ValidationError) -> str:

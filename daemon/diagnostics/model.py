@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+
+from airlock.daemon.protocol import Severity
 
 if TYPE_CHECKING:
     from airlock.daemon.protocol import Diagnostic
-
-Severity = Literal["error", "warning", "info"]
 
 MAX_DIAGNOSTICS = 50
 """Per check, in any one answer: a model cannot act on more, and they cost tokens."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
+from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
 from airlock.daemon.diagnostics.procs import (
     READ_SCOPE,
     CheckTimeout,
@@ -36,6 +36,7 @@ from airlock.daemon.diagnostics.procs import (
     kill_group,
     spawn,
 )
+from airlock.daemon.protocol import Severity
 
 CHECK = "types"
 NO_RULE = "basedpyright"

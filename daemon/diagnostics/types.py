@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airlock.daemon.diagnostics.languages import language_of
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
+from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
 from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
 from airlock.daemon.diagnostics.pyright_lsp import (
     NO_RULE,
@@ -38,6 +38,7 @@ from airlock.daemon.diagnostics.typescript import (
     node_executable,
     run_typescript,
 )
+from airlock.daemon.protocol import Severity
 
 CHECK = "types"
 

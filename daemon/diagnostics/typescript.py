@@ -14,9 +14,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, Severity, finding
+from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
 from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs
 from airlock.daemon.diagnostics.worker_client import WorkerClient
+from airlock.daemon.protocol import Severity
 
 if TYPE_CHECKING:
     from airlock.daemon.diagnostics.types import TypeGroup
