@@ -251,9 +251,12 @@ class _Gate:
     def child_step(self) -> None:
         """In the child between fork and exec: nothing here may take a lock or import."""
         if self.nproc is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, self.nproc)
-        os.write(self.w_pid, str(os.getpid()).encode())
-        select.select([self.r_go], [], [], _GATE_WAIT_S)
+            # Lowering never fails for a valid pair; a raise here would abort the spawn.
+            with contextlib.suppress(OSError, ValueError):
+                resource.setrlimit(resource.RLIMIT_NPROC, self.nproc)
+        with contextlib.suppress(OSError):
+            os.write(self.w_pid, str(os.getpid()).encode())
+            select.select([self.r_go], [], [], _GATE_WAIT_S)
 
     def _run(self) -> None:
         try:

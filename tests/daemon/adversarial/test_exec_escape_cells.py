@@ -68,13 +68,17 @@ async def test_exec_escapees_are_swept(tracking: str) -> None:
         assert not base.exists(), "the daemon's cgroup subtree outlived it"
 
 
-async def test_background_escapee_is_swept_on_kill(tracking: str) -> None:
-    script = SETSID_F.format(name="c") + WAIT_NOTE.format(name="c") + "; exec sleep 300"
+async def test_background_escapees_are_swept_on_kill_and_exit(tracking: str) -> None:
+    stays = SETSID_F.format(name="c") + WAIT_NOTE.format(name="c") + "; exec sleep 300"
+    leaves = SETSID_F.format(name="e") + WAIT_NOTE.format(name="e")
     async with daemon_as_root(["--exec-tracking", tracking]) as (d, c):
-        started = await c.process_start(argv=["sh", "-c", script])
-        note = d.workspace / "c"
-        await wait_until(lambda: note.exists() and note.read_text().strip(), timeout=10)
-        escapee = int(note.read_text())
-        assert status_field(escapee, "Uid").split()[0] != "0"
-        await c.process_kill(id=started.id, signal="KILL")
-        await wait_until(lambda: not pid_alive(escapee), timeout=10, message="escapee survived")
+        killed = await c.process_start(argv=["sh", "-c", stays])
+        await c.process_start(argv=["sh", "-c", leaves])  # its root exits once noted
+        notes = [d.workspace / "c", d.workspace / "e"]
+        await wait_until(lambda: all(n.exists() and n.read_text().strip() for n in notes))
+        escapees = [int(n.read_text()) for n in notes]
+        assert status_field(escapees[0], "Uid").split()[0] != "0"  # it runs as the exec user
+        await c.process_kill(id=killed.id, signal="KILL")
+        await wait_until(
+            lambda: not any(pid_alive(p) for p in escapees), timeout=10, message="escapee survived"
+        )
