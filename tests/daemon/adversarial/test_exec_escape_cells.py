@@ -10,6 +10,8 @@ must be gone once the call returns (or once ``process_kill`` answers).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from airlock.daemon.identity import ExecUser
@@ -27,7 +29,7 @@ WAIT_NOTE = "; while [ ! -s {name} ]; do sleep 0.01; done"
 
 def cgroup_writable() -> bool:
     own = own_cgroup_dir()
-    return own is not None and (own / "cgroup.procs").exists() and own.stat().st_uid == 0
+    return own is not None and (own / "cgroup.procs").exists() and os.access(own, os.W_OK)
 
 
 @pytest.fixture(params=["cgroup", "tree"])
