@@ -40,14 +40,23 @@ def _unescape(field: str) -> str:
 def own_cgroup_dir() -> Path | None:
     """This process's cgroup v2 directory, or None without a mounted v2 hierarchy."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        cgroups = Path("/proc/self/cgroup").read_text()
+        mounts = Path("/proc/self/mountinfo").read_text()
     except OSError:
         return None
-    own = next((line[3:] for line in lines if line.startswith("0::")), None)
+    return cgroup_dir(cgroups, mounts)
+
+
+def cgroup_dir(cgroups: str, mountinfo: str) -> Path | None:
+    """Where the v2 path in ``/proc/self/cgroup`` (``0::/a/b``) is, given ``mountinfo``.
+
+    A mount may show a subtree (its root field is not ``/``, as in a container
+    that mounts its own cgroup); the path is then taken relative to that root.
+    """
+    own = next((line[3:] for line in cgroups.splitlines() if line.startswith("0::")), None)
     if own is None:
         return None
-    for line in mounts:
+    for line in mountinfo.splitlines():
         left, _, right = line.partition(" - ")
         if not right.startswith("cgroup2 "):
             continue
