@@ -41,6 +41,7 @@ from airlock.client.cli_common import (
 from airlock.daemon import privsep
 from airlock.daemon.context import DaemonConfig
 from airlock.daemon.identity import ExecUser, ExecUserError
+from airlock.daemon.procs.contain import DEFAULT_MAX_PROCESSES, TRACKING_MODES, ContainmentError
 from airlock.daemon.server import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
@@ -191,6 +192,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="spill files in the artifacts dir stay under this; oldest removed first (default 1 GiB)",
     )
     p.add_argument(
+        "--exec-tracking",
+        choices=TRACKING_MODES,
+        default="auto",
+        help="how exec and background processes are tracked so nothing they start outlives "
+        "them: a cgroup each (cgroup), the /proc tree with a group tag (tree), or cgroup "
+        "where the cgroup tree is writable and tree elsewhere (auto, the default)",
+    )
+    p.add_argument(
+        "--exec-max-processes",
+        type=int,
+        default=DEFAULT_MAX_PROCESSES,
+        help=f"RLIMIT_NPROC of agent commands: processes and threads their user may have "
+        f"(default {DEFAULT_MAX_PROCESSES}; 0 for no limit)",
+    )
+    p.add_argument(
         "--tooling-key",
         action="store_true",
         help="print the sandbox tooling revalidation key and exit",
@@ -270,6 +286,8 @@ def check_args(args: argparse.Namespace) -> None:
     parse_socket_mode(args.socket_mode)
     if args.listen:
         parse_listen_url(args.listen)
+    if args.exec_max_processes < 0:
+        raise ConfigError("--exec-max-processes: give a number of processes, or 0 for no limit")
     if args.token_file is not None:
         from airlock.daemon.auth import TokenTable
 
@@ -322,8 +340,10 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
     )
     state = ServerState(args.token_file)
     workspace = Workspace(config)
-    # Only the real daemon process adopts orphans (an embedding process, e.g. pytest, must not).
+    # Only the real daemon process adopts orphans (an embedding process, e.g. pytest, must not),
+    # and only it contains commands (cgroups, OOM scores, RLIMIT_NPROC).
     workspace.ctx.procs.become_subreaper()
+    workspace.ctx.procs.contain(args.exec_tracking, args.exec_max_processes)
     await workspace.startup()
     limits = _limits(args)
     drain = DEFAULT_DRAIN_TIMEOUT_S if args.drain_timeout is None else args.drain_timeout
@@ -479,7 +499,7 @@ def _main(argv: Sequence[str] | None) -> int:
     setup_logging(args.log_level, args.log_format)
     try:
         return _run(args, exec_user)
-    except privsep.StartupRefused as exc:
+    except (privsep.StartupRefused, ContainmentError) as exc:
         return _refuse(str(exc))
     except SocketInUse as exc:
         print(f"airlockd: {exc}", file=sys.stderr)

@@ -19,6 +19,7 @@ from pathlib import Path
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
 from airlock.daemon.identity import spawn_kwargs
+from airlock.daemon.procs.contain import Cell
 from airlock.daemon.procs.tree import MARKER_VAR
 
 
@@ -71,8 +72,17 @@ def plan_spawn(
     return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id)
 
 
-async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.subprocess.Process:
-    """Start the plan in its own session with piped output; map OS errors to envelopes."""
+async def spawn(
+    ctx: ToolContext, plan: SpawnPlan, *, stdin: bool, cell: Cell | None = None
+) -> asyncio.subprocess.Process:
+    """Start the plan in its own session with piped output; map OS errors to envelopes.
+
+    ``cell`` (:mod:`.contain`) adds the step that places the child in its cgroup, raises
+    its OOM score and limits its processes before the program runs.
+    """
+    user_kwargs = spawn_kwargs(ctx.config.exec_user)
+    if cell is not None:
+        user_kwargs = cell.popen_kwargs(user_kwargs)
     try:
         return await asyncio.create_subprocess_exec(
             *plan.argv,
@@ -82,7 +92,7 @@ async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.su
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
-            **spawn_kwargs(ctx.config.exec_user),
+            **user_kwargs,
         )
     except FileNotFoundError:
         raise NotFound(
@@ -105,3 +115,6 @@ async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.su
         raise InvalidRequest(
             f"program {plan.argv[0]!r} could not be started: {exc}", {"argv0": plan.argv[0]}
         ) from None
+    finally:
+        if cell is not None:
+            cell.spawned()

@@ -3,10 +3,15 @@
 Two limits keep a chatty command from filling the disk: each command's spill
 files together stop growing at ``per_exec_cap`` bytes (the file then holds the
 first bytes of the stream: it is a record, not a tail), and the artifacts dir
-as a whole stays under ``quota`` bytes by deleting the oldest spill files
-(never one still being written). The quota is checked when a spill opens and
-again every :data:`_QUOTA_CHECK_BYTES` written, so it can be exceeded by at
-most that much per running command.
+as a whole stays under ``quota`` bytes. The quota holds under any number of
+concurrent commands because spilling is *reserved*: before a stream writes a
+batch it reserves room (:meth:`SpillStore.reserve`, under one lock), which
+counts every finished spill on disk plus every reservation in flight, and
+deletes the oldest finished spills to make room. When nothing more can be
+deleted the stream gets what is left (possibly nothing) and its spill stops
+there, as at the per-exec cap. A spill of a call that has not returned yet is
+never deleted: a returned ``spill_path`` exists when the caller reads the
+answer, and only later spills may remove it, oldest first.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -23,7 +29,7 @@ from typing import BinaryIO
 
 DEFAULT_PER_EXEC_CAP = 256 * 1024 * 1024
 DEFAULT_QUOTA = 1024 * 1024 * 1024
-_QUOTA_CHECK_BYTES = 8 * 1024 * 1024
+_RESERVE_STEP = 1024 * 1024
 _WRITE_BATCH = 1024 * 1024
 SPILL_PREFIX = "exec-"
 
@@ -35,31 +41,67 @@ def new_call_id() -> str:
 
 @dataclass
 class SpillStore:
-    """The artifacts dir's spill files: their quota and the ones being written now."""
+    """The artifacts dir's spill files: their quota, the reservations and the protected files."""
 
     directory: Path
     per_exec_cap: int = DEFAULT_PER_EXEC_CAP
     quota: int = DEFAULT_QUOTA
+    # Spills of calls still running (being written, or written but not returned yet).
     writing: set[Path] = field(default_factory=set)
+    reserved: dict[Path, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def reserve(self, path: Path, want: int) -> int:
+        """Room for ``want`` more bytes of ``path``; returns what was granted (0..want).
+
+        Blocking (lists the directory, may delete files): run it in a worker thread.
+        """
+        with self._lock:
+            self.writing.add(path)
+            free = self._make_room(want)
+            granted = max(0, min(want, free))
+            self.reserved[path] = self.reserved.get(path, 0) + granted
+            return granted
+
+    def settle(self, path: Path, size: int) -> None:
+        """``path`` is closed at ``size`` bytes: its reservation becomes its size."""
+        with self._lock:
+            if path in self.reserved:
+                self.reserved[path] = size
+
+    def release(self, *paths: Path) -> None:
+        """The call returned: its spills are ordinary finished files from now on."""
+        with self._lock:
+            for path in paths:
+                self.writing.discard(path)
+                self.reserved.pop(path, None)
 
     def make_room(self, need: int) -> None:
         """Delete the oldest finished spill files until ``need`` more bytes fit the quota.
 
         Blocking (lists the directory): run it in a worker thread.
         """
+        with self._lock:
+            self._make_room(need)
+
+    def _make_room(self, need: int) -> int:
+        """Under the lock: delete oldest finished spills until ``need`` fits; the room left."""
         try:
             entries = [e for e in os.scandir(self.directory) if e.name.startswith(SPILL_PREFIX)]
         except FileNotFoundError:
-            return
+            entries = []
         files: list[tuple[float, int, Path]] = []
         total = 0
         for entry in entries:
             with contextlib.suppress(OSError):
                 st = entry.stat(follow_symlinks=False)
-                total += st.st_size
                 path = Path(entry.path)
+                if path in self.reserved:
+                    continue  # counted by its reservation below
+                total += st.st_size
                 if entry.is_file(follow_symlinks=False) and path not in self.writing:
                     files.append((st.st_mtime, st.st_size, path))
+        total += sum(self.reserved.values())
         files.sort()
         for _mtime, size, path in files:
             if total + need <= self.quota:
@@ -67,6 +109,7 @@ class SpillStore:
             with contextlib.suppress(OSError):
                 path.unlink()
                 total -= size
+        return self.quota - total
 
 
 @dataclass
@@ -99,7 +142,7 @@ class CappedStream:
         self._tail: deque[bytes] = deque()
         self._tail_len = 0
         self._spill: BinaryIO | None = None
-        self._since_check = 0
+        self._room = 0  # quota bytes reserved and not written yet
         self._pending = bytearray()
 
     async def feed(self, data: bytes) -> None:
@@ -132,8 +175,15 @@ class CappedStream:
         if len(data) > self.budget.remaining:
             data = data[: self.budget.remaining]
             self.spill_truncated = True
+        if self.store is not None and len(data) > self._room:
+            want = max(len(data) - self._room, min(_RESERVE_STEP, self.budget.remaining))
+            self._room += await asyncio.to_thread(self.store.reserve, self.spill_path, want)
+            if len(data) > self._room:
+                data = data[: self._room]
+                self.spill_truncated = True  # the quota is spoken for: the spill stops here
         if not data:
             return
+        self._room -= len(data)
         self.budget.remaining -= len(data)
         self.spilled += len(data)
         self._pending += data
@@ -145,23 +195,12 @@ class CappedStream:
         if not self._pending or self._spill is None:
             return
         data, self._pending = bytes(self._pending), bytearray()
-        self._since_check += len(data)
-        check = self.store is not None and self._since_check >= _QUOTA_CHECK_BYTES
-        if check:
-            self._since_check = 0
-        await asyncio.to_thread(self._write_blocking, data, check)
-
-    def _write_blocking(self, data: bytes, check_quota: bool) -> None:
-        assert self._spill is not None
-        self._spill.write(data)
-        if check_quota and self.store is not None:
-            self.store.make_room(0)
+        await asyncio.to_thread(self._spill.write, data)
 
     def _open_spill(self) -> BinaryIO:
         self.spill_path.parent.mkdir(parents=True, exist_ok=True)
         if self.store is not None:
-            self.store.writing.add(self.spill_path)
-            self.store.make_room(min(self.budget.remaining, _QUOTA_CHECK_BYTES))
+            self.store.reserve(self.spill_path, 0)  # protected from the quota from now on
         return open(self.spill_path, "wb")
 
     async def aclose(self) -> None:
@@ -169,7 +208,7 @@ class CappedStream:
             await self._flush()
             await asyncio.to_thread(self._spill.close)
             if self.store is not None:
-                self.store.writing.discard(self.spill_path)
+                self.store.settle(self.spill_path, self.spilled)
 
     @property
     def truncated(self) -> bool:

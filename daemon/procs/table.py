@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airlock.daemon.errors import Conflict, InvalidRequest, NotFound, Timeout
+from airlock.daemon.errors import Conflict, InvalidRequest, NotFound
+from airlock.daemon.procs.contain import Containment
 from airlock.daemon.procs.ring import OutputRing
 from airlock.daemon.procs.spill import SpillStore
 from airlock.daemon.procs.tree import (
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 _CHUNK = 65536
 _KEEP_EXITED = 64
 _WRITE_TIMEOUT_S = 10.0
+STDIN_QUEUE_BYTES = 1024 * 1024  # input queued for one process that has not read it yet
 _KILL_WAIT_S = 2.0
 _POLL_S = 0.05
 _ZOMBIE_SWEEP_S = 2.0
@@ -97,6 +99,9 @@ class ProcessTable:
         self.spills = spills
         self.ring_bytes = ring_bytes
         self.subreaper = False
+        # Inert until airlockd's serve() calls contain(): an embedding process (tests) keeps
+        # its own OOM score and cgroup.
+        self.containment = Containment()
         self._procs: dict[str, Managed] = {}
         self._counter = 0
         self._start_lock = asyncio.Lock()
@@ -109,6 +114,12 @@ class ProcessTable:
         if self.subreaper and self._sweeper is None:
             self._sweeper = asyncio.create_task(_sweep_zombies())
         return self.subreaper
+
+    def contain(self, tracking: str, max_processes: int) -> Containment:
+        """Called by airlockd's ``serve`` only: lower its OOM score, choose cgroup or tree
+        tracking (:mod:`.contain`), limit the exec user's processes."""
+        self.containment = Containment.setup(tracking, max_processes)
+        return self.containment
 
     # ------------------------------------------------------------ tools
 
@@ -127,13 +138,18 @@ class ProcessTable:
             self._counter += 1
             pid_id = f"p{self._counter}"
             plan = plan_spawn(ctx, req.argv, req.cwd, req.env, req.granted_paths, f"proc-{pid_id}")
-            proc = await spawn(ctx, plan, stdin=True)
+            cell = self.containment.cell(plan.tree_id)
+            try:
+                proc = await spawn(ctx, plan, stdin=True, cell=cell)
+            except BaseException:
+                cell.close()
+                raise
             entry = Managed(
                 id=pid_id,
                 name=req.name,
                 argv=list(req.argv),
                 proc=proc,
-                guard=TreeGuard(proc.pid, plan.tree_id),
+                guard=TreeGuard(proc.pid, plan.tree_id, cell),
                 ring=OutputRing(self.ring_bytes),
                 started_at=time.time(),
             )
@@ -162,6 +178,15 @@ class ProcessTable:
         )
 
     async def write(self, req: ProcessWriteInput) -> ProcessWriteOutput:
+        """Queue ``data`` for the process's stdin, never more than :data:`STDIN_QUEUE_BYTES`.
+
+        Data that fits beside what is already waiting is queued and the call returns at
+        once (the pipe takes it as the process reads). When earlier input still waits
+        unread and this write does not fit, the answer is ``conflict`` at once: the daemon
+        never holds more than the bound for a process that does not read. A single write
+        larger than the bound goes in slices, each waiting (up to ``_WRITE_TIMEOUT_S``)
+        for the previous to be read.
+        """
         entry = self._get(req.id)
         stdin = entry.proc.stdin
         if stdin is None or stdin.is_closing():
@@ -173,23 +198,34 @@ class ProcessTable:
         if not entry.running:
             raise InvalidRequest(f"{req.id} has exited; nothing reads its stdin", {"id": req.id})
         data = req.data.encode()
+        transport = stdin.transport
+        # Pause writing whenever anything is buffered, so drain() means "all of it was read".
+        transport.set_write_buffer_limits(high=0)
+        waiting = transport.get_write_buffer_size()
+        if waiting and waiting + len(data) > STDIN_QUEUE_BYTES:
+            raise _queue_full(req.id, waiting, 0, len(data))
+        written = 0
         try:
-            if data:
-                stdin.write(data)
-                await asyncio.wait_for(stdin.drain(), _WRITE_TIMEOUT_S)
+            while written < len(data):
+                piece = data[written : written + STDIN_QUEUE_BYTES]
+                if transport.get_write_buffer_size() + len(piece) > STDIN_QUEUE_BYTES:
+                    try:
+                        await asyncio.wait_for(stdin.drain(), _WRITE_TIMEOUT_S)
+                    except TimeoutError:
+                        raise _queue_full(
+                            req.id, transport.get_write_buffer_size(), written, len(data)
+                        ) from None
+                stdin.write(piece)
+                written += len(piece)
             if req.eof:
                 stdin.close()
-        except TimeoutError:
-            raise Timeout(
-                f"{req.id} did not read its stdin within {_WRITE_TIMEOUT_S:.0f}s; the data is "
-                "queued; read its output or kill it",
-                {"id": req.id},
-            ) from None
+            elif not transport.get_write_buffer_size():
+                await stdin.drain()  # surfaces a pipe the process already closed
         except (BrokenPipeError, ConnectionResetError):
             raise InvalidRequest(
                 f"{req.id} closed its stdin; it reads no more input", {"id": req.id}
             ) from None
-        return ProcessWriteOutput(id=req.id, written=len(data), stdin_open=not stdin.is_closing())
+        return ProcessWriteOutput(id=req.id, written=written, stdin_open=not stdin.is_closing())
 
     async def kill(self, req: ProcessKillInput) -> ProcessKillOutput:
         entry = self._get(req.id)
@@ -246,6 +282,7 @@ class ProcessTable:
             await asyncio.gather(*entry.tasks, return_exceptions=True)
         if self.subreaper:
             await asyncio.to_thread(kill_all_descendants)
+        self.containment.close()
 
     async def _supervise(self, entry: Managed) -> None:
         """Pump output into the ring, track the tree, and sweep leftovers when the root exits."""
@@ -263,6 +300,8 @@ class ProcessTable:
             entry.notify()
             _done, pending = await asyncio.wait(pumps, timeout=1.0)
             await asyncio.to_thread(entry.guard.kill_all, (entry.proc.pid,))
+            if entry.guard.cell is not None:
+                entry.guard.cell.close()
             if pending:
                 await asyncio.wait(pending, timeout=1.0)
         finally:
@@ -295,6 +334,16 @@ class ProcessTable:
         exited = [p for p in self._procs.values() if p.finished.is_set()]
         for entry in exited[: max(0, len(exited) - _KEEP_EXITED)]:
             del self._procs[entry.id]
+
+
+def _queue_full(pid_id: str, waiting: int, written: int, total: int) -> Conflict:
+    took = f"it took {written} of this write's {total} bytes; " if written else ""
+    return Conflict(
+        f"{pid_id} has {waiting} bytes of earlier input it has not read (stdin holds at most "
+        f"{STDIN_QUEUE_BYTES} bytes); {took}let it read (process_read shows what it does), "
+        "send less, or kill it",
+        {"id": pid_id, "queued": waiting, "limit": STDIN_QUEUE_BYTES, "written": written},
+    )
 
 
 async def _sweep_zombies() -> None:

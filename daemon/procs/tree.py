@@ -2,27 +2,29 @@
 
 A process group is not enough: a grandchild can ``setsid`` (new session and
 group) and double-fork (its parent exits, so it is no longer anybody's
-descendant). Three facts make such a process findable again:
+descendant). What makes such a process findable again, strongest first:
 
+- its *cell* (:mod:`.contain`): the command's cgroup, or in the ``/proc``
+  tree fallback the supplementary-group tag it was born with; neither can be
+  shed by an unprivileged process nor depends on catching it in time;
 - airlockd is a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): an
   orphan below it is re-parented to airlockd instead of init, so it stays in
   the daemon's tree, and airlockd reaps it (no zombies pile up);
-- every agent command gets a marker in its environment (``AIRLOCK_TREE=<id>``)
-  that its descendants inherit through ``fork``/``exec`` unless they scrub it;
+- the session and process group the daemon created for the command;
 - while the command runs, :class:`TreeGuard` walks its subtree
   (``/proc/PID/task/*/children``) and remembers every member by pid *and*
-  start time (so a recycled pid is never mistaken for a member).
+  start time (so a recycled pid is never mistaken for a member);
+- a marker in its environment (``AIRLOCK_TREE=<id>``), best effort for a
+  daemon that cannot tag (no user switch and no cgroup).
 
-At the end a sweep takes the union of: the recorded members still alive, every
-process in the command's session or process group, every process started
-since the command whose environment carries the marker, and all their
-descendants; it stops them all (``SIGSTOP``, so nothing forks while the sweep
-looks again), repeats until the set is stable, then ``SIGKILL``s them and reaps
-the adopted ones. Limits (documented in docs/daemon.md): a process that
-double-forks, calls ``setsid`` and ``exec``s with a scrubbed environment between
-two walks escapes attribution; it is still airlockd's descendant and is killed
-when the daemon stops. Reading another user's ``environ`` needs root (or the
-same user); without it the marker rule is skipped.
+At the end a sweep kills the cgroup, then takes the union of all the above and
+their descendants; it stops them all (``SIGSTOP``, so nothing forks while the
+sweep looks again), repeats until the set is stable, then ``SIGKILL``s them and
+reaps the adopted ones. Limits (documented in docs/daemon.md): without a
+cgroup and without a user switch (so no tag), a process that double-forks,
+calls ``setsid`` and ``exec``s with a scrubbed environment between two walks
+escapes attribution; it is still airlockd's descendant and is killed when the
+daemon stops.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from airlock.daemon.procfs import task_files
+from airlock.daemon.procs.contain import Cell
 
 MARKER_VAR = "AIRLOCK_TREE"
 PR_SET_CHILD_SUBREAPER = 36
@@ -188,6 +191,7 @@ class TreeGuard:
 
     root: int
     tree_id: str
+    cell: Cell | None = None
     seen: dict[int, int] = field(default_factory=dict)
     since: int = 0
 
@@ -228,6 +232,8 @@ class TreeGuard:
             for pid, start in list(self.seen.items())
             if pid in snap and snap[pid].starttime == start
         }
+        if self.cell is not None:
+            roots |= {pid for pid in self.cell.members(snap) if pid in snap}
         for info in snap.values():
             if info.pid == me or info.state in ("Z", "X"):
                 continue
@@ -252,6 +258,8 @@ class TreeGuard:
         ``own_children`` are the daemon's direct children whose exit status
         somebody else (asyncio) collects; they are killed but never reaped here.
         """
+        # The cell first: one write kills every process born in the command's cgroup.
+        by_cell = self.cell.kill() if self.cell is not None else set()
         frozen: set[int] = set()
         for _ in range(_MAX_ROUNDS):
             snap = snapshot()
@@ -264,7 +272,7 @@ class TreeGuard:
         for pid in frozen:
             _signal(pid, signal.SIGKILL)
         own = set(own_children)
-        reap_adopted(frozen - own)
+        reap_adopted((frozen | by_cell) - own)
         # Members that had already exited (a double fork's middle process) wait as zombies
         # re-parented to us; reap the ones this tree can vouch for.
         me = os.getpid()
@@ -277,7 +285,7 @@ class TreeGuard:
             and info.pid not in own
             and (self.seen.get(info.pid) == info.starttime or self.root in (info.sid, info.pgid))
         )
-        return frozen
+        return frozen | by_cell
 
     def signal_all(self, sig: int) -> set[int]:
         """Send ``sig`` to every live member (a polite TERM/INT before a KILL)."""

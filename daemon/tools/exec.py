@@ -125,8 +125,13 @@ async def run_exec(
         req.max_output_bytes, req.keep, store.directory / f"{call_id}.stderr", store, budget
     )
     started = time.monotonic()
-    proc = await spawn(ctx, plan, stdin=req.stdin is not None)
-    guard = TreeGuard(proc.pid, call_id)
+    cell = ctx.procs.containment.cell(call_id)
+    try:
+        proc = await spawn(ctx, plan, stdin=req.stdin is not None, cell=cell)
+    except BaseException:
+        cell.close()
+        raise
+    guard = TreeGuard(proc.pid, call_id, cell)
     tracker = asyncio.create_task(_track(guard))
     tasks: list[asyncio.Task[None]] = [tracker]
     timed_out = False
@@ -171,11 +176,14 @@ async def run_exec(
             await asyncio.shield(
                 asyncio.ensure_future(asyncio.to_thread(guard.kill_all, (proc.pid,)))
             )
+        cell.close()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await out.aclose()
         await err.aclose()
+        # The spill files stay out of the quota's reach until the call has returned.
+        store.release(out.spill_path, err.spill_path)
     code = proc.returncode
     spill: Path | None = None
     if out.truncated:

@@ -58,3 +58,15 @@ async def test_tooling_key_is_stable(tmp_path: Path) -> None:
     second = await run("--tooling-key")
     assert first[0] == 0 and len(first[1].strip()) == 64
     assert first[1] == second[1]
+
+
+async def test_process_limit_and_tracking_flags_are_checked(tmp_path: Path) -> None:
+    sock = str(tmp_path / "s.sock")
+    code, _, err = await run(
+        "--workspace", str(tmp_path), "--socket", sock, "--exec-max-processes", "-1"
+    )
+    assert code == 2 and "--exec-max-processes" in err and len(err.strip().splitlines()) == 1
+    code, _, err = await run(
+        "--workspace", str(tmp_path), "--socket", sock, "--exec-tracking", "jail"
+    )
+    assert code == 2 and "--exec-tracking" in err

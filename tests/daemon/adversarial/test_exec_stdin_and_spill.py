@@ -100,3 +100,18 @@ async def test_spill_cap_flag(workspace_dir: Path) -> None:
         out = await c.exec(argv=[sys.executable, "-c", script], max_output_bytes=1000)
         assert out.spill_path is not None
         assert Path(out.spill_path).stat().st_size == 100000
+
+
+def test_reservations_share_the_quota_and_spare_unreturned_spills(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path, per_exec_cap=100, quota=100)
+    old = tmp_path / "exec-0.stdout"
+    old.write_bytes(b"o" * 60)
+    a, b = tmp_path / "exec-1.stdout", tmp_path / "exec-2.stdout"
+    assert store.reserve(a, 70) == 70  # the old finished spill makes room
+    assert not old.exists()
+    assert store.reserve(b, 70) == 30  # what is left; a's reservation is not deletable
+    a.write_bytes(b"a" * 70)
+    store.settle(a, 70)
+    assert store.reserve(b, 10) == 0 and a.exists()  # a's call has not returned yet
+    store.release(a)
+    assert store.reserve(b, 10) == 10 and not a.exists()
