@@ -19,6 +19,7 @@ from pathlib import Path
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
 from airlock.daemon.identity import spawn_kwargs
+from airlock.daemon.procs.pty import PtyPair, take_terminal
 from airlock.daemon.procs.tree import MARKER_VAR
 
 
@@ -71,17 +72,29 @@ def plan_spawn(
     return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id)
 
 
-async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.subprocess.Process:
-    """Start the plan in its own session with piped output; map OS errors to envelopes."""
+async def spawn(
+    ctx: ToolContext, plan: SpawnPlan, *, stdin: bool, tty: PtyPair | None = None
+) -> asyncio.subprocess.Process:
+    """Start the plan in its own session with piped output; map OS errors to envelopes.
+
+    With ``tty`` the slave end is stdin, stdout and stderr and becomes the
+    controlling terminal of the new session (see :mod:`.pty`).
+    """
+    stdin_: int = asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL
+    stdout_: int = asyncio.subprocess.PIPE
+    stderr_: int = asyncio.subprocess.PIPE
+    if tty is not None:
+        stdin_ = stdout_ = stderr_ = tty.slave
     try:
         return await asyncio.create_subprocess_exec(
             *plan.argv,
             cwd=plan.cwd,
             env=plan.env,
-            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stdin=stdin_,
+            stdout=stdout_,
+            stderr=stderr_,
             start_new_session=True,
+            preexec_fn=take_terminal if tty is not None else None,
             **spawn_kwargs(ctx.config.exec_user),
         )
     except FileNotFoundError:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airlock.daemon.errors import Conflict, InvalidRequest, NotFound, Timeout
+from airlock.daemon.procs.pty import DEFAULT_TERM, PtyChannel, PtyPair
 from airlock.daemon.procs.ring import OutputRing
 from airlock.daemon.procs.spill import SpillStore
 from airlock.daemon.procs.tree import (
@@ -38,6 +39,8 @@ from airlock.daemon.protocol import (
     ProcessListOutput,
     ProcessReadInput,
     ProcessReadOutput,
+    ProcessResizeInput,
+    ProcessResizeOutput,
     ProcessStartInput,
     ProcessStartOutput,
     ProcessWriteInput,
@@ -71,6 +74,7 @@ class Managed:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     finished: asyncio.Event = field(default_factory=asyncio.Event)  # root exited, pipes done
+    tty: PtyChannel | None = None  # the terminal's master end, with pty: true
 
     @property
     def running(self) -> bool:
@@ -127,7 +131,17 @@ class ProcessTable:
             self._counter += 1
             pid_id = f"p{self._counter}"
             plan = plan_spawn(ctx, req.argv, req.cwd, req.env, req.granted_paths, f"proc-{pid_id}")
-            proc = await spawn(ctx, plan, stdin=True)
+            pair = None
+            if req.pty:
+                if "TERM" not in req.env:
+                    plan.env["TERM"] = DEFAULT_TERM
+                pair = PtyPair(req.cols, req.rows, ctx.roots.new_owner)
+            try:
+                proc = await spawn(ctx, plan, stdin=True, tty=pair)
+            except BaseException:
+                if pair is not None:
+                    pair.close()
+                raise
             entry = Managed(
                 id=pid_id,
                 name=req.name,
@@ -137,9 +151,14 @@ class ProcessTable:
                 ring=OutputRing(self.ring_bytes),
                 started_at=time.time(),
             )
+            if pair is not None:
+                pair.close_slave()
+                entry.tty = PtyChannel(pair.master, lambda data: _record(entry, data))
             self._procs[pid_id] = entry
             self._forget_old()
-        if req.stdin:
+        if req.stdin and entry.tty is not None:
+            entry.tty.write(req.stdin.encode(), pid_id)
+        elif req.stdin:
             assert proc.stdin is not None
             proc.stdin.write(req.stdin.encode())
         entry.tasks.append(asyncio.create_task(self._supervise(entry)))
@@ -163,6 +182,15 @@ class ProcessTable:
 
     async def write(self, req: ProcessWriteInput) -> ProcessWriteOutput:
         entry = self._get(req.id)
+        if entry.tty is not None:
+            if not entry.running:
+                raise InvalidRequest(
+                    f"{req.id} has exited; nothing reads its terminal", {"id": req.id}
+                )
+            # A terminal has no "close stdin": eof sends its EOF character (Ctrl-D).
+            data = req.data.encode() + (b"\x04" if req.eof else b"")
+            written = entry.tty.write(data, req.id)
+            return ProcessWriteOutput(id=req.id, written=written, stdin_open=True)
         stdin = entry.proc.stdin
         if stdin is None or stdin.is_closing():
             raise InvalidRequest(
@@ -190,6 +218,18 @@ class ProcessTable:
                 f"{req.id} closed its stdin; it reads no more input", {"id": req.id}
             ) from None
         return ProcessWriteOutput(id=req.id, written=len(data), stdin_open=not stdin.is_closing())
+
+    async def resize(self, req: ProcessResizeInput) -> ProcessResizeOutput:
+        entry = self._get(req.id)
+        if entry.tty is None:
+            raise InvalidRequest(
+                f"{req.id} has no terminal to resize; start it with pty: true",
+                {"id": req.id},
+            )
+        running = entry.running and entry.tty.fd >= 0
+        if running:
+            entry.tty.resize(req.cols, req.rows)
+        return ProcessResizeOutput(id=req.id, cols=req.cols, rows=req.rows, running=running)
 
     async def kill(self, req: ProcessKillInput) -> ProcessKillOutput:
         entry = self._get(req.id)
@@ -223,6 +263,7 @@ class ProcessTable:
                     signal=p.signal,
                     started_at=p.started_at,
                     output_bytes=p.ring.end,
+                    pty=p.tty is not None,
                 )
                 for p in self._procs.values()
             ]
@@ -253,6 +294,8 @@ class ProcessTable:
             asyncio.create_task(self._pump(entry, entry.proc.stdout, "stdout")),
             asyncio.create_task(self._pump(entry, entry.proc.stderr, "stderr")),
         ]
+        if entry.tty is not None:
+            pumps.append(asyncio.create_task(_until_eof(entry.tty)))
         try:
             polls = 0
             while entry.proc.returncode is None:
@@ -272,6 +315,8 @@ class ProcessTable:
             if entry.proc.stdin is not None:
                 with contextlib.suppress(Exception):
                     entry.proc.stdin.close()
+            if entry.tty is not None:
+                entry.tty.close()
             entry.finished.set()
             entry.notify()
 
@@ -295,6 +340,16 @@ class ProcessTable:
         exited = [p for p in self._procs.values() if p.finished.is_set()]
         for entry in exited[: max(0, len(exited) - _KEEP_EXITED)]:
             del self._procs[entry.id]
+
+
+async def _until_eof(tty: PtyChannel) -> None:
+    await tty.eof.wait()
+
+
+def _record(entry: Managed, data: bytes) -> None:
+    """A terminal's output: one stream, ``stdout``, in the same ring."""
+    entry.ring.append("stdout", data)
+    entry.notify()
 
 
 async def _sweep_zombies() -> None:
