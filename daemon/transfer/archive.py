@@ -9,9 +9,11 @@ In, all or nothing: members are checked and written into a staging directory
 (``.airlock-tmp-…``) inside the deepest existing directory on the way to the
 target, as the body arrives. A refused member (absolute name, ``..``, device,
 FIFO, hard link, a symlink leaving the target, setuid/setgid, a path through a
-symlink, a type clash with the tree, a generated or read-only file) stops the
-extraction with ``invalid_request`` (or ``generated_file``/``read_only``)
-naming it, and the staging directory is removed: the tree is byte-identical.
+symlink, a type clash with the tree, a read-only file) stops the extraction
+with ``invalid_request`` (``read_only``) naming it, and the staging directory
+is removed: the tree is byte-identical. The generated-file guard does not
+apply: restoring a tree with ``.git`` or ``node_modules`` is what an
+orchestrator uploads trees for.
 Only once the whole tar checked out is the staging tree moved into place
 (renames; a directory missing in the tree moves whole). Files and
 directories are owned like files the tools create, never by the tar's
@@ -32,13 +34,13 @@ import shutil
 import stat
 import tarfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, Any
 
 from aiohttp import web
 
 from ..context import ToolContext
-from ..errors import AirlockError, GeneratedFile, InvalidRequest, NotFound
+from ..errors import AirlockError, InvalidRequest, NotFound
 from ..fsio import TEMP_MARKER, refuse_read_only
 from ..paths import ResolvedPath
 from ..search.ignore import DIR_FLAGS, open_below
@@ -283,13 +285,6 @@ class _Extractor:
 
     def _check_live(self, member: str, parts: list[str], info: tarfile.TarInfo) -> None:
         """The tree as it is: no member through a symlink or a file, no type clash."""
-        rel = PurePosixPath(*self.target.resolved.relative.parts, *parts)
-        reason = self.ctx.roots.guard.reason(rel)
-        if reason is not None:
-            raise GeneratedFile(
-                f"tar member {member[:300]!r} is refused: {reason}; nothing was written.",
-                {"member": member[:1000]},
-            )
         path = [*self.target.prefix, *parts]
         fd = os.dup(self.target.anchor_fd)
         try:
@@ -459,7 +454,7 @@ async def put_archive(request: web.Request, ws: Workspace, scope: Scope) -> web.
     need_write(scope, "PUT /v1/archive")
     path, root = query_path(request)
     ctx = ws.ctx
-    resolved = resolve_target(ctx, path, root, "write")
+    resolved = resolve_target(ctx, path, root, "write", generated=False)
     body = BodyReader(request, asyncio.get_running_loop())
     async with ctx.locks.hold([resolved.real]):
         work = asyncio.ensure_future(asyncio.to_thread(extract, ctx, resolved, body))  # type: ignore[arg-type]

@@ -33,12 +33,16 @@ def query_path(request: web.Request) -> tuple[str, str | None]:
     return path, request.query.get("root")
 
 
-def resolve_target(ctx: ToolContext, path: str, root: str | None, intent: Intent) -> ResolvedPath:
+def resolve_target(
+    ctx: ToolContext, path: str, root: str | None, intent: Intent, *, generated: bool = True
+) -> ResolvedPath:
+    """``generated=False`` skips the generated-file guard (a tree upload may hold ``.git``)."""
+    check = None if generated else False
     if root is None:
-        return ctx.resolve(path, intent=intent)
+        return ctx.roots.resolve(path, intent=intent, check_generated=check)
     base = ctx.resolve(root, intent="read")
     joined = path if path.startswith("/") else os.path.join(str(base.real), path)
-    resolved = ctx.resolve(joined, intent=intent)
+    resolved = ctx.roots.resolve(joined, intent=intent, check_generated=check)
     if not resolved.real.is_relative_to(base.real):
         raise PathEscape(
             f"{path!r} resolves to {resolved.real}, outside root {base.display}; use a path "

@@ -20,12 +20,10 @@ import pytest_asyncio
 from airlock.client.daemon import (
     DaemonClient,
     Forbidden,
-    GeneratedFile,
     InvalidRequest,
     IsDirectory,
     NotFound,
     PathEscape,
-    ReadOnly,
     StaleWrite,
 )
 from tests.fakes.agent_daemon import READ_TOKEN, WRITE_TOKEN, AgentDaemon, agent_daemon
@@ -122,12 +120,16 @@ async def test_compare_and_swap_etag_and_ranges(agent: AgentDaemon, client: Daem
     assert status == 400 and b"invalid_request" in data
 
     stale = "0" * 64
-    status, _, data = await http(agent, "PUT", "cas.bin", data=b"new", headers={"If-Match": f'"{stale}"'})
+    status, _, data = await http(
+        agent, "PUT", "cas.bin", data=b"new", headers={"If-Match": f'"{stale}"'}
+    )
     assert status == 412 and b"stale_write" in data
     assert (agent.workspace / "cas.bin").read_bytes() == body
     with pytest.raises(StaleWrite):
         await client.upload(__file__, "cas.bin", if_match=stale)
-    status, _, data = await http(agent, "PUT", "cas.bin", data=b"new", headers={"If-Match": f'"{sha}"'})
+    status, _, data = await http(
+        agent, "PUT", "cas.bin", data=b"new", headers={"If-Match": f'"{sha}"'}
+    )
     assert status == 200 and (agent.workspace / "cas.bin").read_bytes() == b"new"
     status, _, data = await http(agent, "PUT", "cas.bin", data=b"x", headers={"If-Match": "nope"})
     assert status == 400
@@ -135,12 +137,18 @@ async def test_compare_and_swap_etag_and_ranges(agent: AgentDaemon, client: Daem
 
 async def test_modes_and_editing_rules(agent: AgentDaemon) -> None:
     ws = agent.workspace
-    status, _, _ = await http(agent, "PUT", "m/run.sh", data=b"#!/bin/sh\n", headers={"X-Airlock-Mode": "0750"})
+    status, _, _ = await http(
+        agent, "PUT", "m/run.sh", data=b"#!/bin/sh\n", headers={"X-Airlock-Mode": "0750"}
+    )
     assert status == 200 and stat.S_IMODE((ws / "m" / "run.sh").stat().st_mode) == 0o750
-    status, _, _ = await http(agent, "PUT", "m/run.sh", data=b"again", headers={"X-Airlock-Mode": "0600"})
+    status, _, _ = await http(
+        agent, "PUT", "m/run.sh", data=b"again", headers={"X-Airlock-Mode": "0600"}
+    )
     assert status == 200 and stat.S_IMODE((ws / "m" / "run.sh").stat().st_mode) == 0o750
     for bad in ("4755", "2755", "rwx", "0o1777", "99"):
-        status, _, data = await http(agent, "PUT", "m/x", data=b"x", headers={"X-Airlock-Mode": bad})
+        status, _, data = await http(
+            agent, "PUT", "m/x", data=b"x", headers={"X-Airlock-Mode": bad}
+        )
         assert status == 400 and b"X-Airlock-Mode" in data, bad
     assert not (ws / "m" / "x").exists()
 
