@@ -91,6 +91,8 @@ async def _watch(args: argparse.Namespace) -> int:
                 exclude=args.exclude,
                 ignore_files=not args.no_ignore,
             ) as events:
+                print(f"airlock watch: watching {' '.join(args.paths or ['.'])}", file=sys.stderr)
+                sys.stderr.flush()
                 async for event in events:
                     if args.json:
                         line = json.dumps(event.model_dump(mode="json", exclude_none=True))
