@@ -147,34 +147,40 @@ class Watcher:
             self._add(index, rel, fd, ignore)
             if not self.recursive and not announce:
                 return
+            stacks: dict[str, IgnoreStack | None] = {rel: ignore}
             for entry in walk(
                 Path("."),  # unused: the walk starts from fd
-                "",
+                rel,  # so entries (and the ignore rules) are relative to the target
                 max_depth=None if self.recursive else 1,
                 include_hidden=True,
                 ignore=ignore,
                 start_fd=fd,
+                prune_dir=self._excluded_dir(index),
             ):
-                child = f"{rel}/{entry.rel}" if rel else entry.rel
+                child = entry.rel
                 is_dir = entry.kind == "dir"
                 if announce:
                     self._note(index, child, "created", is_dir)
                 if is_dir and self.recursive:
-                    if self.exclude and self.exclude.matches(self._display(index, child)):
-                        continue
                     try:
                         sub = open_below(target.fd, child)
                     except OSError:
                         continue
                     try:
-                        inner = None
-                        if ignore is not None:
-                            inner = stack_for(target.resolved.real, child, target.fd)
+                        inner = stacks.get(child.rpartition("/")[0], ignore)
+                        if inner is not None:
+                            inner = inner.enter(sub, child)
+                        stacks[child] = inner
                         self._add(index, child, sub, inner)
                     finally:
                         os.close(sub)
         finally:
             os.close(fd)
+
+    def _excluded_dir(self, index: int) -> Callable[[str], bool] | None:
+        if not self.exclude:
+            return None
+        return lambda rel: self.exclude.matches(self._display(index, rel))
 
     def _add(self, index: int, rel: str, fd: int, ignore: IgnoreStack | None) -> None:
         if len(self.dirs) >= MAX_WATCHES:
@@ -247,9 +253,9 @@ class Watcher:
         rel = f"{where.rel}/{event.name}" if where.rel else event.name
         index = where.target
         if event.mask & inotify.IN_CREATE:
+            self._note(index, rel, "created", is_dir, where.ignore)
             if is_dir and self.recursive:
                 self._new_dir(where, rel)
-            self._note(index, rel, "created", is_dir, where.ignore)
         elif event.mask & (inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE):
             self._note(index, rel, "modified", is_dir, where.ignore)
         elif event.mask & inotify.IN_DELETE:
@@ -262,9 +268,9 @@ class Watcher:
                 src_index = self.dirs[source[0]].target
                 self._moved(src_index, source[1], index, rel, is_dir, where.ignore)
             else:
+                self._note(index, rel, "created", is_dir, where.ignore)
                 if is_dir and self.recursive:
                     self._new_dir(where, rel)
-                self._note(index, rel, "created", is_dir, where.ignore)
 
     def _new_dir(self, parent: _Dir, rel: str) -> None:
         target = self.targets[parent.target]
