@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from airlock.client.daemon import DaemonClient, Forbidden, InvalidRequest, NotFound
+from airlock.client.daemon import Conflict, DaemonClient, Forbidden, InvalidRequest, NotFound
 from tests.fakes.agent_daemon import CHILD_PYTHON, AgentDaemon, agent_daemon
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -127,3 +127,28 @@ async def test_refusals(agent: AgentDaemon, client: DaemonClient) -> None:
         await client.process_kill(id=plain.id, signal="KILL")
     with pytest.raises(InvalidRequest):
         await client.process_start(argv=["sh"], pty=True, cols=0)
+
+
+async def test_keystrokes_nobody_reads_are_bounded_and_eof_is_ctrl_d(client: DaemonClient) -> None:
+    deaf = await client.process_start(argv=["sleep", "60"], pty=True)
+    try:
+        written = 0
+        with pytest.raises(Conflict, match="limit"):
+            for _ in range(4):
+                written += (await client.process_write(id=deaf.id, data="k" * 600_000)).written
+        # The daemon's queue is what is bounded; the kernel's terminal buffer took some too.
+        assert written < 4 * 600_000
+    finally:
+        await client.process_kill(id=deaf.id, signal="KILL")
+
+    cat = await client.process_start(argv=["cat"], pty=True)
+    screen = Screen(client, cat.id)
+    await client.process_write(id=cat.id, data="line\r")
+    await screen.until("line\r\nline\r\n")  # the terminal's echo, then cat's copy
+    await client.process_write(id=cat.id, data="", eof=True)
+    for _ in range(40):
+        part = await client.process_read(id=cat.id, offset=screen.offset, wait_ms=1000)
+        screen.offset = part.next_offset
+        if not part.running:
+            break
+    assert not part.running and part.exit_code == 0
