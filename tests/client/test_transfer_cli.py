@@ -90,3 +90,19 @@ async def test_watch_prints_changes(agent: AgentDaemon) -> None:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+
+
+async def test_the_blocking_client_transfers_too(agent: AgentDaemon, tmp_path: Path) -> None:
+    from airlock.client.sync import DaemonClient as SyncClient
+
+    def work() -> None:
+        (tmp_path / "s.txt").write_text("sync")
+        with SyncClient(socket=str(agent.daemon.socket), token=WRITE_TOKEN) as client:
+            assert client.upload(tmp_path / "s.txt", "sync/s.txt").bytes == 4
+            client.download("sync/s.txt", tmp_path / "s2.txt")
+            client.download_tree("sync", tmp_path / "tree")
+            assert client.upload_tree(tmp_path / "tree", "sync2").files == 1
+
+    await asyncio.to_thread(work)
+    assert (tmp_path / "s2.txt").read_text() == "sync"
+    assert (agent.workspace / "sync2" / "s.txt").read_text() == "sync"
