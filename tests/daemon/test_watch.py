@@ -106,6 +106,14 @@ async def test_every_event_type_with_relative_paths(
         await seen.until(("moved", "ev/dir", "ev/dir2", True))
         (ws / "ev" / "dir2" / "late.txt").write_text("late")
         await seen.until(("created", "ev/dir2/late.txt", None, False))
+        # A tree made at once: whatever appeared before its watch was added is reported too.
+        (ws / "ev" / "n1" / "n2").mkdir(parents=True)
+        (ws / "ev" / "n1" / "n2" / "f.txt").write_text("f")
+        await seen.until(
+            ("created", "ev/n1", None, True),
+            ("created", "ev/n1/n2", None, True),
+            ("created", "ev/n1/n2/f.txt", None, False),
+        )
         # The agent's own process (the exec user) is seen the same way; a burst of
         # appends within 50 ms is one event, not one per write.
         result = await client.exec(
