@@ -135,6 +135,23 @@ _PATH_PARAMS = [
 ]
 
 
+def _header(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": description,
+    }
+
+
+_GET_HEADERS = [_header("Range", "One byte range: bytes=START-END, bytes=START- or bytes=-N.")]
+_PUT_HEADERS = [
+    _header("If-Match", 'Write only over this content: "<sha256>" (the ETag of a GET).'),
+    _header("X-Airlock-Mode", "Permission bits of a new file, octal (0644); 0-0777 only."),
+]
+
+
 def _agent_paths(defs: dict[str, Any], errors: dict[str, Any]) -> dict[str, Any]:
     """Watch and transfer: streamed bodies, so their schemas are described by media type."""
     binary = {"schema": {"type": "string", "format": "binary"}}
@@ -164,7 +181,7 @@ def _agent_paths(defs: dict[str, Any], errors: dict[str, Any]) -> dict[str, Any]
             "get": {
                 "operationId": "files_get",
                 "summary": "Stream a file (ETag is its sha256; one Range answers 206).",
-                "parameters": _PATH_PARAMS,
+                "parameters": [*_PATH_PARAMS, *_GET_HEADERS],
                 "responses": {
                     "200": {
                         "description": "the file",
@@ -181,7 +198,7 @@ def _agent_paths(defs: dict[str, Any], errors: dict[str, Any]) -> dict[str, Any]
             "put": {
                 "operationId": "files_put",
                 "summary": "Stream a body into a file, atomically (If-Match for compare-and-swap).",
-                "parameters": _PATH_PARAMS,
+                "parameters": [*_PATH_PARAMS, *_PUT_HEADERS],
                 "requestBody": {"required": True, "content": {"application/octet-stream": binary}},
                 "responses": {
                     "200": {

@@ -226,3 +226,21 @@ async def test_a_one_gib_sparse_file_streams_out(agent: AgentDaemon) -> None:
             got += len(chunk)
         etag = resp.headers["ETag"].strip('"')
     assert got == size and digest.hexdigest() == etag
+
+
+async def test_the_routes_are_in_openapi_and_metrics(
+    agent: AgentDaemon, client: DaemonClient
+) -> None:
+    spec = await client.openapi()
+    assert {"/v1/files", "/v1/archive", "/v1/watch"} <= set(spec["paths"])
+    assert set(spec["paths"]["/v1/files"]) == {"get", "put"}
+    assert "412" in spec["paths"]["/v1/files"]["put"]["responses"]
+    status, _, _ = await http(agent, "PUT", "metered.txt", data=b"m")
+    assert status == 200
+    status, _, _ = await http(agent, "GET", "../metered.txt")
+    assert status == 403
+    text = await client.metrics()
+    assert 'airlockd_tool_calls_total{tool="files_put",outcome="ok"}' in text
+    assert 'airlockd_tool_calls_total{tool="files_get",outcome="path_escape"}' in text
+    status, _, data = await http(agent, "GET", "metered.txt", token="not-a-token")
+    assert status == 401 and b"unauthorized" in data
