@@ -191,6 +191,10 @@ async def test_path_escapes_and_special_files(
         await client.download("fifo", tmp_path / "f")
     status, _, data = await http(agent, "PUT", "fifo", data=b"x")
     assert status == 400 and stat.S_ISFIFO((ws / "fifo").lstat().st_mode)
+    if os.geteuid() == 0:  # only root makes device nodes
+        os.mknod(ws / "null-dev", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        with pytest.raises(InvalidRequest, match="device"):
+            await client.download("null-dev", tmp_path / "n")
     with pytest.raises(IsDirectory):
         await client.download("sub", tmp_path / "d")
     with pytest.raises(NotFound):
