@@ -37,6 +37,8 @@ from airlock.daemon.protocol import (
     ProcessListOutput,
     ProcessReadInput,
     ProcessReadOutput,
+    ProcessResizeInput,
+    ProcessResizeOutput,
     ProcessStartInput,
     ProcessStartOutput,
     ProcessWriteInput,
@@ -292,7 +294,7 @@ class AsyncToolMethods:
     @overload
     async def process_start(self, req: ProcessStartInput, /) -> ProcessStartOutput: ...
     @overload
-    async def process_start(self, *, argv: list[str], granted_paths: list[str] = ..., cwd: str = ..., env: dict[str, str] = ..., stdin: str | None = ..., name: str | None = ...) -> ProcessStartOutput: ...
+    async def process_start(self, *, argv: list[str], granted_paths: list[str] = ..., cwd: str = ..., env: dict[str, str] = ..., stdin: str | None = ..., name: str | None = ..., pty: bool = ..., cols: int = ..., rows: int = ...) -> ProcessStartOutput: ...
     async def process_start(self, req: ProcessStartInput | None = None, **kw: Any) -> ProcessStartOutput:
         """Start a long-running program in the background and return at once with its id: dev
         servers, file watchers, test runners in watch mode, anything you need to keep running
@@ -310,6 +312,11 @@ class AsyncToolMethods:
             stdin: Written to the process's stdin at start; stdin stays open for more. Default
                 None.
             name: A label for process_list (e.g. 'dev-server'). Default None.
+            pty: Run it in a pseudo-terminal (REPLs, prompts, less, top): its stdin, stdout and
+                stderr are the terminal, TERM defaults to xterm-256color, output is one stream
+                (stdout), and process_write sends keystrokes (\u0003 is Ctrl-C). Default False.
+            cols: Terminal width in columns (with pty). Default 80.
+            rows: Terminal height in rows (with pty). Default 24.
         """
         result: ProcessStartOutput = await self._tool('process_start', req, kw)
         return result
@@ -343,7 +350,8 @@ class AsyncToolMethods:
     async def process_write(self, *, id: str, granted_paths: list[str] = ..., data: str = ..., eof: bool = ...) -> ProcessWriteOutput: ...
     async def process_write(self, req: ProcessWriteInput | None = None, **kw: Any) -> ProcessWriteOutput:
         """Write text to a background process's stdin (a REPL, an interactive prompt); eof=true
-        closes stdin. Read the answer with process_read.
+        closes stdin. With pty: true the text is keystrokes (control characters as themselves:
+        \u0003 is Ctrl-C, \r is Enter). Read the answer with process_read.
 
         Args:
             granted_paths: Absolute paths the orchestrator's permission layer approved for this
@@ -354,6 +362,25 @@ class AsyncToolMethods:
             eof: Close stdin after writing (the program sees EOF). Default False.
         """
         result: ProcessWriteOutput = await self._tool('process_write', req, kw)
+        return result
+
+    @overload
+    async def process_resize(self, req: ProcessResizeInput, /) -> ProcessResizeOutput: ...
+    @overload
+    async def process_resize(self, *, id: str, cols: int, rows: int, granted_paths: list[str] = ...) -> ProcessResizeOutput: ...
+    async def process_resize(self, req: ProcessResizeInput | None = None, **kw: Any) -> ProcessResizeOutput:
+        """Resize the terminal of a process started with pty: true (the program gets SIGWINCH and
+        redraws for the new size).
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start (with pty: true) returned.
+            cols: New width in columns.
+            rows: New height in rows.
+        """
+        result: ProcessResizeOutput = await self._tool('process_resize', req, kw)
         return result
 
     @overload
@@ -636,7 +663,7 @@ class SyncToolMethods:
     @overload
     def process_start(self, req: ProcessStartInput, /) -> ProcessStartOutput: ...
     @overload
-    def process_start(self, *, argv: list[str], granted_paths: list[str] = ..., cwd: str = ..., env: dict[str, str] = ..., stdin: str | None = ..., name: str | None = ...) -> ProcessStartOutput: ...
+    def process_start(self, *, argv: list[str], granted_paths: list[str] = ..., cwd: str = ..., env: dict[str, str] = ..., stdin: str | None = ..., name: str | None = ..., pty: bool = ..., cols: int = ..., rows: int = ...) -> ProcessStartOutput: ...
     def process_start(self, req: ProcessStartInput | None = None, **kw: Any) -> ProcessStartOutput:
         """Start a long-running program in the background and return at once with its id: dev
         servers, file watchers, test runners in watch mode, anything you need to keep running
@@ -654,6 +681,11 @@ class SyncToolMethods:
             stdin: Written to the process's stdin at start; stdin stays open for more. Default
                 None.
             name: A label for process_list (e.g. 'dev-server'). Default None.
+            pty: Run it in a pseudo-terminal (REPLs, prompts, less, top): its stdin, stdout and
+                stderr are the terminal, TERM defaults to xterm-256color, output is one stream
+                (stdout), and process_write sends keystrokes (\u0003 is Ctrl-C). Default False.
+            cols: Terminal width in columns (with pty). Default 80.
+            rows: Terminal height in rows (with pty). Default 24.
         """
         result: ProcessStartOutput = self._tool('process_start', req, kw)
         return result
@@ -687,7 +719,8 @@ class SyncToolMethods:
     def process_write(self, *, id: str, granted_paths: list[str] = ..., data: str = ..., eof: bool = ...) -> ProcessWriteOutput: ...
     def process_write(self, req: ProcessWriteInput | None = None, **kw: Any) -> ProcessWriteOutput:
         """Write text to a background process's stdin (a REPL, an interactive prompt); eof=true
-        closes stdin. Read the answer with process_read.
+        closes stdin. With pty: true the text is keystrokes (control characters as themselves:
+        \u0003 is Ctrl-C, \r is Enter). Read the answer with process_read.
 
         Args:
             granted_paths: Absolute paths the orchestrator's permission layer approved for this
@@ -698,6 +731,25 @@ class SyncToolMethods:
             eof: Close stdin after writing (the program sees EOF). Default False.
         """
         result: ProcessWriteOutput = self._tool('process_write', req, kw)
+        return result
+
+    @overload
+    def process_resize(self, req: ProcessResizeInput, /) -> ProcessResizeOutput: ...
+    @overload
+    def process_resize(self, *, id: str, cols: int, rows: int, granted_paths: list[str] = ...) -> ProcessResizeOutput: ...
+    def process_resize(self, req: ProcessResizeInput | None = None, **kw: Any) -> ProcessResizeOutput:
+        """Resize the terminal of a process started with pty: true (the program gets SIGWINCH and
+        redraws for the new size).
+
+        Args:
+            granted_paths: Absolute paths the orchestrator's permission layer approved for this
+                one call; they count as roots for this call only. Requires a write-scope token.
+                Default [].
+            id: The id process_start (with pty: true) returned.
+            cols: New width in columns.
+            rows: New height in rows.
+        """
+        result: ProcessResizeOutput = self._tool('process_resize', req, kw)
         return result
 
     @overload

@@ -50,6 +50,7 @@ from airlock.client.errors import (
     UnknownTool,
     tool_error,
 )
+from airlock.client.transfer import TransferMethods
 from airlock.daemon.protocol import (
     TOOLS_BY_NAME,
     ExecErrorEvent,
@@ -129,8 +130,11 @@ def call_timeout(
     return float(own) + margin_s
 
 
-class DaemonClient(AsyncToolMethods):
+class DaemonClient(AsyncToolMethods, TransferMethods):
     """Async client over a Unix socket (``socket=``) or TCP (``url=``).
+
+    File transfer (``upload``, ``download``, ``upload_tree``, ``download_tree``) and
+    ``watch`` come from :class:`~airlock.client.transfer.TransferMethods`.
 
     ``timeout_s`` fixes one total timeout for every call (as before);
     without it each call waits for the tool's own timeout plus ``timeout_margin_s``.

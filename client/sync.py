@@ -16,6 +16,7 @@ Errors are the async client's (:class:`~airlock.client.errors.ClientError`).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine
 from types import TracebackType
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 
 from airlock.client import daemon as _async
 from airlock.client._methods import SyncToolMethods
-from airlock.daemon.protocol import HealthOutput, ToolInfo
+from airlock.daemon.protocol import ArchivePutOutput, FileTransferOutput, HealthOutput, ToolInfo
 
 T = TypeVar("T")
 
@@ -96,6 +97,26 @@ class DaemonClient(SyncToolMethods):
     ) -> dict[str, Any]:
         """Call a tool with a model's arguments (see the async ``call_model``)."""
         return self._loop.run(self._client.call_model(name, arguments, timeout_s=timeout_s))
+
+    # File transfer (the async client's, blocking); ``watch`` is async only.
+
+    def upload(self, local: str | os.PathLike[str], remote: str, **kw: Any) -> FileTransferOutput:
+        """Stream a local file into the sandbox (see the async ``upload``)."""
+        return self._loop.run(self._client.upload(local, remote, **kw))
+
+    def download(self, remote: str, local: str | os.PathLike[str], **kw: Any) -> FileTransferOutput:
+        """Stream a sandbox file to a local path (see the async ``download``)."""
+        return self._loop.run(self._client.download(remote, local, **kw))
+
+    def upload_tree(
+        self, local: str | os.PathLike[str], remote: str, **kw: Any
+    ) -> ArchivePutOutput:
+        """Send a local directory as a tree, all or nothing."""
+        return self._loop.run(self._client.upload_tree(local, remote, **kw))
+
+    def download_tree(self, remote: str, local: str | os.PathLike[str], **kw: Any) -> None:
+        """Unpack a sandbox directory into a local one."""
+        self._loop.run(self._client.download_tree(remote, local, **kw))
 
     def _tool(self, name: str, req: Any, kw: dict[str, Any]) -> Any:
         return self._loop.run(self._client._tool(name, req, kw))

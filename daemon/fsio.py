@@ -175,33 +175,82 @@ def write_at(
     temp file into place, which fails if anything appeared at the name
     meanwhile, so an add never clobbers a concurrent file.
     """
-    dir_fd, name = anchor.dir_fd, anchor.name
-    current = None if exclusive else anchor.lstat()
-    if current is not None and stat.S_ISREG(current.st_mode):
-        refuse_read_only(current, anchor.display)
-        mode = stat.S_IMODE(current.st_mode) & 0o777
-        owner = (current.st_uid, current.st_gid)
-    if mode is None:
-        mode = _umask_mode()
-    held = _hold_replaced(dir_fd, name, current)
+    tmp, fd = open_temp(anchor.dir_fd, anchor.name)
     try:
-        _replace(dir_fd, name, data, mode, owner, exclusive)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        discard_temp(anchor.dir_fd, tmp, fd)
+        raise
+    publish_temp(anchor, tmp, fd, mode=mode, owner=owner, exclusive=exclusive)
+
+
+def open_temp(dir_fd: int, name: str) -> tuple[str, int]:
+    """A new temp file (0600, ``O_EXCL | O_NOFOLLOW``) beside ``name``: (its name, its fd).
+
+    Streamed writers (``PUT /v1/files``) fill it themselves, then hand it to
+    :func:`publish_temp`; :func:`write_at` does both for bytes in memory.
+    """
+    tmp = temp_name_for(name)
+    return tmp, os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
+
+
+def discard_temp(dir_fd: int, tmp: str, fd: int) -> None:
+    """Close and remove a temp file that will not be published."""
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dir_fd)
+
+
+def publish_temp(
+    anchor: Anchor,
+    tmp: str,
+    fd: int,
+    *,
+    mode: int | None,
+    owner: tuple[int, int] | None,
+    exclusive: bool,
+) -> None:
+    """Give the filled temp file its mode and owner, fsync it, and move it into place.
+
+    The rules of :func:`write_at`: an existing regular file's mode and owner are
+    kept (and a read-only one refused); ``fd`` is closed and the temp file gone
+    whatever happens.
+    """
+    dir_fd, name = anchor.dir_fd, anchor.name
+    try:
+        current = None if exclusive else anchor.lstat()
+        if current is not None and stat.S_ISREG(current.st_mode):
+            refuse_read_only(current, anchor.display)
+            mode = stat.S_IMODE(current.st_mode) & 0o777
+            owner = (current.st_uid, current.st_gid)
+        if mode is None:
+            mode = _umask_mode()
+        held = _hold_replaced(dir_fd, name, current)
+    except BaseException:
+        discard_temp(dir_fd, tmp, fd)
+        raise
+    try:
+        _replace(dir_fd, name, tmp, fd, mode, owner, exclusive)
     finally:
         if held is not None:
             _RELEASER.close_later(held)
 
 
 def _replace(
-    dir_fd: int, name: str, data: bytes, mode: int, owner: tuple[int, int] | None, exclusive: bool
+    dir_fd: int,
+    name: str,
+    tmp: str,
+    fd: int,
+    mode: int,
+    owner: tuple[int, int] | None,
+    exclusive: bool,
 ) -> None:
-    """Temp file, fsync, rename (or link for ``exclusive``) into place, fsync the directory."""
-    tmp = temp_name_for(name)
-    fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
+    """Owner, mode, fsync, rename (or link for ``exclusive``) into place, fsync the directory."""
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
             if owner is not None and (owner[0] != os.geteuid() or owner[1] != os.getegid()):
                 # Only root may give a file away; an unprivileged daemon keeps its own.
                 with contextlib.suppress(PermissionError):

@@ -8,11 +8,15 @@ from pydantic import TypeAdapter
 
 from airlock.daemon.protocol import (
     TOOL_SPECS,
+    ArchivePutOutput,
     ErrorEnvelope,
     ExecEvent,
     ExecInput,
+    FileTransferOutput,
     HealthOutput,
     ToolCatalog,
+    WatchEvent,
+    WatchInput,
 )
 
 _REF_TEMPLATE = "#/components/schemas/{model}"
@@ -102,6 +106,7 @@ def openapi_document(version: str) -> dict[str, Any]:
             },
         }
     }
+    paths.update(_agent_paths(defs, error_responses))
     return {
         "openapi": "3.1.0",
         "info": {"title": "airlockd", "version": version},
@@ -111,4 +116,125 @@ def openapi_document(version: str) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}, {}],
+    }
+
+
+def _query(name: str, required: bool, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "schema": {"type": "string"},
+        "description": description,
+    }
+
+
+_PATH_PARAMS = [
+    _query("path", True, "The file or directory, as a tool's path."),
+    _query("root", False, "Resolve path inside this directory (as apply_patch's root)."),
+]
+
+
+def _header(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": description,
+    }
+
+
+_GET_HEADERS = [_header("Range", "One byte range: bytes=START-END, bytes=START- or bytes=-N.")]
+_PUT_HEADERS = [
+    _header("If-Match", 'Write only over this content: "<sha256>" (the ETag of a GET).'),
+    _header("X-Airlock-Mode", "Permission bits of a new file, octal (0644); 0-0777 only."),
+]
+
+
+def _agent_paths(defs: dict[str, Any], errors: dict[str, Any]) -> dict[str, Any]:
+    """Watch and transfer: streamed bodies, so their schemas are described by media type."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    with_412 = {
+        **errors,
+        "412": {"description": "If-Match no longer holds (stale_write)", **errors["409"]},
+    }
+    return {
+        "/v1/watch": {
+            "post": {
+                "operationId": "watch",
+                "summary": "File changes as they happen, one JSON object a line, until closed.",
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": _schema(WatchInput, defs)}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "created/modified/deleted/moved/overflow events (NDJSON)",
+                        "content": {"application/x-ndjson": {"schema": _schema(WatchEvent, defs)}},
+                    },
+                    **errors,
+                },
+            }
+        },
+        "/v1/files": {
+            "get": {
+                "operationId": "files_get",
+                "summary": "Stream a file (ETag is its sha256; one Range answers 206).",
+                "parameters": [*_PATH_PARAMS, *_GET_HEADERS],
+                "responses": {
+                    "200": {
+                        "description": "the file",
+                        "content": {"application/octet-stream": binary},
+                    },
+                    "206": {
+                        "description": "the range",
+                        "content": {"application/octet-stream": binary},
+                    },
+                    "416": {"description": "range outside the file", **errors["400"]},
+                    **errors,
+                },
+            },
+            "put": {
+                "operationId": "files_put",
+                "summary": "Stream a body into a file, atomically (If-Match for compare-and-swap).",
+                "parameters": [*_PATH_PARAMS, *_PUT_HEADERS],
+                "requestBody": {"required": True, "content": {"application/octet-stream": binary}},
+                "responses": {
+                    "200": {
+                        "description": "written",
+                        "content": {
+                            "application/json": {"schema": _schema(FileTransferOutput, defs)}
+                        },
+                    },
+                    **with_412,
+                },
+            },
+        },
+        "/v1/archive": {
+            "get": {
+                "operationId": "archive_get",
+                "summary": "A directory as a tar stream.",
+                "parameters": _PATH_PARAMS,
+                "responses": {
+                    "200": {"description": "the tar", "content": {"application/x-tar": binary}},
+                    **errors,
+                },
+            },
+            "put": {
+                "operationId": "archive_put",
+                "summary": "Extract a tar into a directory, all or nothing.",
+                "parameters": _PATH_PARAMS,
+                "requestBody": {"required": True, "content": {"application/x-tar": binary}},
+                "responses": {
+                    "200": {
+                        "description": "extracted",
+                        "content": {
+                            "application/json": {"schema": _schema(ArchivePutOutput, defs)}
+                        },
+                    },
+                    **errors,
+                },
+            },
+        },
     }

@@ -413,6 +413,14 @@ class ProcessStartInput(ToolInput):
     name: str | None = Field(
         None, max_length=200, description="A label for process_list (e.g. 'dev-server')."
     )
+    pty: bool = Field(
+        False,
+        description="Run it in a pseudo-terminal (REPLs, prompts, less, top): its stdin, stdout "
+        "and stderr are the terminal, TERM defaults to xterm-256color, output is one stream "
+        "(stdout), and process_write sends keystrokes (\\u0003 is Ctrl-C).",
+    )
+    cols: int = Field(80, ge=1, le=1000, description="Terminal width in columns (with pty).")
+    rows: int = Field(24, ge=1, le=1000, description="Terminal height in rows (with pty).")
 
 
 class ProcessStartOutput(ToolOutput):
@@ -461,6 +469,19 @@ class ProcessWriteOutput(ToolOutput):
     stdin_open: bool = Field(description="False once eof was sent.")
 
 
+class ProcessResizeInput(ToolInput):
+    id: str = Field(description="The id process_start (with pty: true) returned.")
+    cols: int = Field(ge=1, le=1000, description="New width in columns.")
+    rows: int = Field(ge=1, le=1000, description="New height in rows.")
+
+
+class ProcessResizeOutput(ToolOutput):
+    id: str = Field(description="The process resized.")
+    cols: int = Field(description="Its terminal's width now.")
+    rows: int = Field(description="Its terminal's height now.")
+    running: bool = Field(description="False when it had already exited (nothing was sent).")
+
+
 class ProcessKillInput(ToolInput):
     id: str = Field(description="The id process_start returned.")
     signal: Literal["TERM", "KILL", "INT"] = Field(
@@ -490,6 +511,7 @@ class ProcessInfo(BaseModel):
     signal: int | None = Field(description="The signal that ended it, if one did.")
     started_at: float = Field(description="Unix time the process started.")
     output_bytes: int = Field(description="Combined offset of the newest output byte.")
+    pty: bool = Field(False, description="True when it runs in a pseudo-terminal.")
 
 
 class ProcessListOutput(ToolOutput):
@@ -784,11 +806,22 @@ TOOL_SPECS = (
     ToolSpec(
         "process_write",
         "Write text to a background process's stdin (a REPL, an interactive prompt); "
-        "eof=true closes stdin. Read the answer with process_read.",
+        "eof=true closes stdin. With pty: true the text is keystrokes (control characters "
+        "as themselves: \\u0003 is Ctrl-C, \\r is Enter). Read the answer with process_read.",
         ProcessWriteInput,
         ProcessWriteOutput,
         read_only=False,
         supports_parallel=False,
+    ),
+    ToolSpec(
+        "process_resize",
+        "Resize the terminal of a process started with pty: true (the program gets SIGWINCH "
+        "and redraws for the new size).",
+        ProcessResizeInput,
+        ProcessResizeOutput,
+        read_only=False,
+        supports_parallel=False,
+        idempotent=True,
     ),
     ToolSpec(
         "process_kill",
@@ -811,3 +844,56 @@ TOOL_SPECS = (
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in TOOL_SPECS}
+
+
+# ---------------------------------------------------------------- watch and transfer routes
+# POST /v1/watch, PUT/GET /v1/files, PUT/GET /v1/archive: orchestrator routes, not tools.
+
+
+class WatchInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(
+        default_factory=lambda: ["."],
+        min_length=1,
+        max_length=64,
+        description="Directories to watch, relative to the workspace or absolute inside a root.",
+    )
+    recursive: bool = Field(True, description="Watch every directory below them too.")
+    include: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Only report paths matching one of these globs (a glob without '/' "
+        "matches the file name at any depth; '**' crosses directories).",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Never report (nor watch) paths matching one of these globs.",
+    )
+    ignore_files: bool = Field(
+        True, description="Drop changes under paths .gitignore/.ignore/.rgignore hide."
+    )
+
+
+class WatchEvent(BaseModel):
+    type: Literal["created", "modified", "deleted", "moved", "overflow"] = Field(
+        description="What happened; 'overflow' means events were lost (rescan what you need)."
+    )
+    path: str | None = Field(
+        None, description="Relative to the workspace (absolute in another root)."
+    )
+    to: str | None = Field(None, description="Where a 'moved' path went.")
+    is_dir: bool | None = Field(None, description="True for a directory.")
+
+
+class FileTransferOutput(BaseModel):
+    path: str = Field(description="The file written or read, as every tool shows paths.")
+    bytes: int = Field(description="Its size.")
+    sha256: str = Field(description="Its sha256 (the ETag a GET answers, unquoted).")
+
+
+class ArchivePutOutput(BaseModel):
+    path: str = Field(description="The directory the archive was extracted into.")
+    files: int = Field(description="Regular files written.")
+    bytes: int = Field(description="Their total size.")

@@ -38,7 +38,10 @@ from airlock.daemon.metrics import DaemonMetrics
 from airlock.daemon.openapi import openapi_document
 from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
 from airlock.daemon.request_body import read_json_body
+from airlock.daemon.transfer import ROUTES as TRANSFER_ROUTES
+from airlock.daemon.transfer import RouteHandler
 from airlock.daemon.transport import error_response, internal_error, json_response
+from airlock.daemon.watch import ROUTES as WATCH_ROUTES
 from airlock.daemon.workspace import Workspace
 
 log = logging.getLogger("airlockd")
@@ -56,7 +59,7 @@ class ServerState:
         self.token_file = token_file
         self.tokens: TokenTable | None = TokenTable.load(token_file) if token_file else None
         self.metrics = DaemonMetrics(
-            tools=(spec.name for spec in TOOL_SPECS),
+            tools=(*(spec.name for spec in TOOL_SPECS), *(r[2] for r in AGENT_ROUTES)),
             outcomes=(str(code) for code in ErrorCode),
         )
         self.catalog = ToolCatalog(tools=[spec.info() for spec in TOOL_SPECS]).model_dump(
@@ -141,7 +144,8 @@ def _http_error(request: web.Request, exc: web.HTTPException) -> AirlockError:
     if exc.status == 404:
         return NotFound(
             f"there is no route {request.method} {_printable(request.path)}; the routes are "
-            "GET /v1/health, GET /v1/tools, POST /v1/tools/NAME, GET /v1/openapi.json, "
+            "GET /v1/health, GET /v1/tools, POST /v1/tools/NAME, POST /v1/exec/stream, "
+            "POST /v1/watch, GET|PUT /v1/files, GET|PUT /v1/archive, GET /v1/openapi.json, "
             "GET /metrics"
         )
     if exc.status == 405:
@@ -253,6 +257,34 @@ async def exec_stream_route(request: web.Request) -> web.StreamResponse:
     return await exec_stream(request, request.app[WORKSPACE_KEY], scope)
 
 
+# Watch and transfer: streamed routes with their own handlers (daemon/watch, daemon/transfer).
+AGENT_ROUTES = (*WATCH_ROUTES, *TRANSFER_ROUTES)
+
+
+def agent_route(label: str, handler: RouteHandler) -> Handler:
+    """The token's scope in, the metrics out; the handler does the rest."""
+
+    async def route(request: web.Request) -> web.StreamResponse:
+        state = request.app[STATE_KEY]
+        scope = state.scope_for(request)
+        started, outcome = time.monotonic(), "ok"
+        try:
+            return await handler(request, request.app[WORKSPACE_KEY], scope)
+        except AirlockError as exc:
+            outcome = str(exc.code)
+            raise
+        except (ConnectionError, asyncio.CancelledError):
+            outcome = "cancelled"
+            raise
+        except Exception:
+            outcome = "internal"
+            raise
+        finally:
+            state.metrics.observe(label, outcome, time.monotonic() - started)
+
+    return route
+
+
 def build_app(
     workspace: Workspace,
     *,
@@ -274,4 +306,6 @@ def build_app(
     app.router.add_post("/v1/exec/stream", exec_stream_route)
     app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_get("/metrics", metrics)
+    for method, path, label, handler in AGENT_ROUTES:
+        app.router.add_route(method, path, agent_route(label, handler))
     return app

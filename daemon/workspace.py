@@ -49,6 +49,8 @@ from airlock.daemon.protocol import (
     ProcessListOutput,
     ProcessReadInput,
     ProcessReadOutput,
+    ProcessResizeInput,
+    ProcessResizeOutput,
     ProcessStartInput,
     ProcessStartOutput,
     ProcessWriteInput,
@@ -166,6 +168,9 @@ class Workspace:
 
     async def process_write(self, req: ProcessWriteInput) -> ProcessWriteOutput:
         return await self.ctx.procs.write(req)
+
+    async def process_resize(self, req: ProcessResizeInput) -> ProcessResizeOutput:
+        return await self.ctx.procs.resize(req)
 
     async def process_kill(self, req: ProcessKillInput) -> ProcessKillOutput:
         return await self.ctx.procs.kill(req)

@@ -81,6 +81,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     call.add_argument("input", nargs="?", default="{}", help="JSON object, or - for stdin")
     call.set_defaults(func=_call)
 
-    from airlock.client.commands import processes  # exec, ps, logs, kill
+    from airlock.client.commands import files, processes, terminal
 
-    processes.register(sub)
+    processes.register(sub)  # exec, ps, logs, kill
+    terminal.register(sub)  # attach
+    files.register(sub)  # cp, watch

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
 from airlock.daemon.identity import spawn_kwargs
 from airlock.daemon.procs.contain import Cell
+from airlock.daemon.procs.pty import PtyPair, take_terminal
 from airlock.daemon.procs.tree import MARKER_VAR
 
 
@@ -73,24 +74,38 @@ def plan_spawn(
 
 
 async def spawn(
-    ctx: ToolContext, plan: SpawnPlan, *, stdin: bool, cell: Cell | None = None
+    ctx: ToolContext,
+    plan: SpawnPlan,
+    *,
+    stdin: bool,
+    cell: Cell | None = None,
+    tty: PtyPair | None = None,
 ) -> asyncio.subprocess.Process:
     """Start the plan in its own session with piped output; map OS errors to envelopes.
 
     ``cell`` (:mod:`.contain`) adds the step that places the child in its cgroup, raises
-    its OOM score and limits its processes before the program runs.
+    its OOM score and limits its processes before the program runs. With ``tty`` the
+    slave end is stdin, stdout and stderr and becomes the controlling terminal of the
+    new session (see :mod:`.pty`); that step runs after the cell's.
     """
     user_kwargs = spawn_kwargs(ctx.config.exec_user)
     if cell is not None:
         user_kwargs = cell.popen_kwargs(user_kwargs)
+    if tty is not None:
+        user_kwargs["preexec_fn"] = _then(user_kwargs.get("preexec_fn"), take_terminal)
+    stdin_: int = asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL
+    stdout_: int = asyncio.subprocess.PIPE
+    stderr_: int = asyncio.subprocess.PIPE
+    if tty is not None:
+        stdin_ = stdout_ = stderr_ = tty.slave
     try:
         return await asyncio.create_subprocess_exec(
             *plan.argv,
             cwd=plan.cwd,
             env=plan.env,
-            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stdin=stdin_,
+            stdout=stdout_,
+            stderr=stderr_,
             start_new_session=True,
             **user_kwargs,
         )
@@ -118,3 +133,15 @@ async def spawn(
     finally:
         if cell is not None:
             cell.spawned()
+
+
+def _then(first: Callable[[], None] | None, second: Callable[[], None]) -> Callable[[], None]:
+    """One ``preexec_fn`` running ``first`` (if any), then ``second``, in the child."""
+    if first is None:
+        return second
+
+    def both() -> None:
+        first()
+        second()
+
+    return both

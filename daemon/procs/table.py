@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from airlock.daemon.errors import Conflict, InvalidRequest, NotFound
 from airlock.daemon.procs.contain import Containment
+from airlock.daemon.procs.pty import DEFAULT_TERM, PtyChannel, PtyPair
 from airlock.daemon.procs.ring import OutputRing
 from airlock.daemon.procs.spill import SpillStore
 from airlock.daemon.procs.tree import (
@@ -39,6 +40,8 @@ from airlock.daemon.protocol import (
     ProcessListOutput,
     ProcessReadInput,
     ProcessReadOutput,
+    ProcessResizeInput,
+    ProcessResizeOutput,
     ProcessStartInput,
     ProcessStartOutput,
     ProcessWriteInput,
@@ -73,6 +76,7 @@ class Managed:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     finished: asyncio.Event = field(default_factory=asyncio.Event)  # root exited, pipes done
+    tty: PtyChannel | None = None  # the terminal's master end, with pty: true
 
     @property
     def running(self) -> bool:
@@ -138,11 +142,18 @@ class ProcessTable:
             self._counter += 1
             pid_id = f"p{self._counter}"
             plan = plan_spawn(ctx, req.argv, req.cwd, req.env, req.granted_paths, f"proc-{pid_id}")
+            pair = None
+            if req.pty:
+                if "TERM" not in req.env:
+                    plan.env["TERM"] = DEFAULT_TERM
+                pair = PtyPair(req.cols, req.rows, ctx.roots.new_owner)
             cell = self.containment.cell(plan.tree_id)
             try:
-                proc = await spawn(ctx, plan, stdin=True, cell=cell)
+                proc = await spawn(ctx, plan, stdin=True, cell=cell, tty=pair)
             except BaseException:
                 cell.close()
+                if pair is not None:
+                    pair.close()
                 raise
             entry = Managed(
                 id=pid_id,
@@ -153,9 +164,14 @@ class ProcessTable:
                 ring=OutputRing(self.ring_bytes),
                 started_at=time.time(),
             )
+            if pair is not None:
+                pair.close_slave()
+                entry.tty = PtyChannel(pair.master, lambda data: _record(entry, data))
             self._procs[pid_id] = entry
             self._forget_old()
-        if req.stdin:
+        if req.stdin and entry.tty is not None:
+            entry.tty.write(req.stdin.encode(), pid_id)
+        elif req.stdin:
             assert proc.stdin is not None
             proc.stdin.write(req.stdin.encode())
         entry.tasks.append(asyncio.create_task(self._supervise(entry)))
@@ -188,6 +204,15 @@ class ProcessTable:
         for the previous to be read.
         """
         entry = self._get(req.id)
+        if entry.tty is not None:
+            if not entry.running:
+                raise InvalidRequest(
+                    f"{req.id} has exited; nothing reads its terminal", {"id": req.id}
+                )
+            # A terminal has no "close stdin": eof sends its EOF character (Ctrl-D).
+            data = req.data.encode() + (b"\x04" if req.eof else b"")
+            written = entry.tty.write(data, req.id)
+            return ProcessWriteOutput(id=req.id, written=written, stdin_open=True)
         stdin = entry.proc.stdin
         if stdin is None or stdin.is_closing():
             raise InvalidRequest(
@@ -227,6 +252,18 @@ class ProcessTable:
             ) from None
         return ProcessWriteOutput(id=req.id, written=written, stdin_open=not stdin.is_closing())
 
+    async def resize(self, req: ProcessResizeInput) -> ProcessResizeOutput:
+        entry = self._get(req.id)
+        if entry.tty is None:
+            raise InvalidRequest(
+                f"{req.id} has no terminal to resize; start it with pty: true",
+                {"id": req.id},
+            )
+        running = entry.running and entry.tty.fd >= 0
+        if running:
+            entry.tty.resize(req.cols, req.rows)
+        return ProcessResizeOutput(id=req.id, cols=req.cols, rows=req.rows, running=running)
+
     async def kill(self, req: ProcessKillInput) -> ProcessKillOutput:
         entry = self._get(req.id)
         sig = _SIGNALS[req.signal]
@@ -259,6 +296,7 @@ class ProcessTable:
                     signal=p.signal,
                     started_at=p.started_at,
                     output_bytes=p.ring.end,
+                    pty=p.tty is not None,
                 )
                 for p in self._procs.values()
             ]
@@ -290,6 +328,8 @@ class ProcessTable:
             asyncio.create_task(self._pump(entry, entry.proc.stdout, "stdout")),
             asyncio.create_task(self._pump(entry, entry.proc.stderr, "stderr")),
         ]
+        if entry.tty is not None:
+            pumps.append(asyncio.create_task(_until_eof(entry.tty)))
         try:
             polls = 0
             while entry.proc.returncode is None:
@@ -311,6 +351,8 @@ class ProcessTable:
             if entry.proc.stdin is not None:
                 with contextlib.suppress(Exception):
                     entry.proc.stdin.close()
+            if entry.tty is not None:
+                entry.tty.close()
             entry.finished.set()
             entry.notify()
 
@@ -344,6 +386,16 @@ def _queue_full(pid_id: str, waiting: int, written: int, total: int) -> Conflict
         "send less, or kill it",
         {"id": pid_id, "queued": waiting, "limit": STDIN_QUEUE_BYTES, "written": written},
     )
+
+
+async def _until_eof(tty: PtyChannel) -> None:
+    await tty.eof.wait()
+
+
+def _record(entry: Managed, data: bytes) -> None:
+    """A terminal's output: one stream, ``stdout``, in the same ring."""
+    entry.ring.append("stdout", data)
+    entry.notify()
 
 
 async def _sweep_zombies() -> None:

@@ -75,6 +75,7 @@ def walk(
     root_fd: int | None = None,
     start_fd: int | None = None,
     with_other: bool = False,
+    skip_git: bool = True,
 ) -> Iterator[WalkEntry]:
     """Entries under ``root/start`` (paths relative to ``root``), in sorted order.
 
@@ -87,7 +88,8 @@ def walk(
     start directory open), so a directory swapped for a symlink during
     the walk is skipped, never entered; the walk stops at ``MAX_WALK_DEPTH``
     levels (``stats.too_deep``). FIFOs, sockets and devices are left out unless
-    ``with_other`` (kind ``"other"``: looked at, never opened).
+    ``with_other`` (kind ``"other"``: looked at, never opened). ``skip_git=False``
+    walks ``.git`` too (the file transfer copies whole trees).
     """
     base_rel = "" if start in ("", ".") else start
     if start_fd is not None:
@@ -107,6 +109,7 @@ def walk(
                 prune_dir,
                 stats,
                 with_other,
+                skip_git,
             )
     except OSError:
         return
@@ -123,6 +126,7 @@ def _walk_dir(
     prune_dir: Callable[[str], bool] | None,
     stats: WalkStats | None,
     with_other: bool = False,
+    skip_git: bool = True,
 ) -> Iterator[WalkEntry]:
     try:
         with os.scandir(dir_fd) as it:
@@ -130,7 +134,7 @@ def _walk_dir(
     except OSError:
         return
     for name, entry in names:
-        if name == ".git":
+        if name == ".git" and skip_git:
             continue
         if not include_hidden and name.startswith("."):
             continue
@@ -175,6 +179,7 @@ def _walk_dir(
                         prune_dir,
                         stats,
                         with_other,
+                        skip_git,
                     )
                 finally:
                     os.close(child)

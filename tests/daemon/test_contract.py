@@ -79,7 +79,8 @@ def test_tool_set_and_flags() -> None:
     assert set(TOOLS_BY_NAME) == {
         "file_read", "file_multi_read", "file_list", "file_search", "file_diff_preview",
         "diagnostics", "file_write", "file_patch", "file_multi_patch", "apply_patch", "exec",
-        "process_start", "process_read", "process_write", "process_kill", "process_list",
+        "process_start", "process_read", "process_write", "process_resize", "process_kill",
+        "process_list",
     }  # fmt: skip
     read_only = {n for n, s in TOOLS_BY_NAME.items() if s.read_only}
     assert read_only == {

@@ -102,7 +102,8 @@ async def test_routes_and_envelopes(workspace_dir: Path) -> None:
         assert set(names) == {
             "file_read", "file_multi_read", "file_list", "file_search", "file_diff_preview",
             "diagnostics", "file_write", "file_patch", "file_multi_patch", "apply_patch", "exec",
-            "process_start", "process_read", "process_write", "process_kill", "process_list",
+            "process_start", "process_read", "process_write", "process_resize", "process_kill",
+            "process_list",
         }  # fmt: skip
         for tool in body["tools"]:
             assert tool["input_schema"]["type"] == "object"
@@ -204,7 +205,7 @@ async def test_tcp_listener_requires_token(workspace_dir: Path, token_file: Path
                 await anon.tools()
             assert info.value.code == "unauthorized"
         async with DaemonClient(url=f"http://127.0.0.1:{port}", token=WRITE_TOKEN) as c:
-            assert len(await c.tools()) == 16
+            assert len(await c.tools()) == 17
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "airlock.daemon.cli", "--workspace", str(workspace_dir),
         "--socket", "/tmp/al-never.sock", "--listen", "tcp://127.0.0.1:1",
