@@ -38,6 +38,7 @@ from airlock.daemon.metrics import DaemonMetrics
 from airlock.daemon.openapi import openapi_document
 from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
 from airlock.daemon.request_body import read_json_body
+from airlock.daemon.tracing import trace_middleware
 from airlock.daemon.transport import error_response, internal_error, json_response
 from airlock.daemon.workspace import Workspace
 
@@ -263,7 +264,9 @@ def build_app(
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> web.Application:
     """One listener's app; pass the same ``state`` to every listener of a daemon."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
+    app = web.Application(
+        middlewares=[trace_middleware, error_middleware], client_max_size=max_body_bytes
+    )
     app[WORKSPACE_KEY] = workspace
     app[STATE_KEY] = state if state is not None else ServerState(token_file)
     app[REQUIRE_TOKEN_KEY] = require_token
