@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,3 +215,70 @@ def setup_otel(spans: Spans, service: str, endpoint: str | None = None) -> None:
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=500))
     spans.provider = provider
     spans.tracer = provider.get_tracer("airlock")
+
+
+# ---------------------------------------------------------------- servers: the request middleware
+
+_SERVING: contextvars.ContextVar[TraceParent | None] = contextvars.ContextVar(
+    "airlock_serving_trace", default=None
+)
+
+
+def serving() -> TraceParent | None:
+    """The trace of the request being served (what the server propagates), if any."""
+    return _SERVING.get()
+
+
+Describe = Callable[[Any], tuple[str, str, dict[str, Any]]]
+
+
+def server_middleware(spans: Spans, log: logging.Logger, describe: Describe) -> Any:
+    """An aiohttp middleware: trace in, optional span, one access line out.
+
+    ``describe(request)`` gives (span name, route, extra attributes). While the
+    handler runs, :func:`serving` and ``request["trace"]`` hold the context to
+    propagate. The access line (INFO) carries method, route, status, duration,
+    ``trace_id``, ``span_id`` and the ``traceparent`` as received (None when the
+    request had no valid one); no other header is logged.
+    """
+
+    async def middleware(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        incoming = parse(request.headers.get(HEADER))
+        name, route, extra = describe(request)
+        attributes = {"http.request.method": request.method, "http.route": route, **extra}
+        started = time.perf_counter()
+        status = 500
+        with spans.server(name, incoming, attributes) as (propagate, span):
+            token = _SERVING.set(propagate)
+            request["trace"] = propagate
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            finally:
+                _SERVING.reset(token)
+                spans.finish(span, status)
+                ms = round((time.perf_counter() - started) * 1000, 3)
+                log.info(
+                    "%s %s %d %.1fms trace=%s",
+                    request.method,
+                    route,
+                    status,
+                    ms,
+                    propagate.trace_id,
+                    extra={
+                        "fields": {
+                            "method": request.method,
+                            "route": route,
+                            **{k.rpartition(".")[2]: v for k, v in extra.items()},
+                            "status": status,
+                            "duration_ms": ms,
+                            "trace_id": propagate.trace_id,
+                            "span_id": propagate.parent_id,
+                            "traceparent": incoming.header if incoming is not None else None,
+                        }
+                    },
+                )
+
+    middleware.__middleware_version__ = 1  # type: ignore[attr-defined]  # aiohttp new-style
+    return middleware
