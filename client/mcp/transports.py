@@ -1,8 +1,18 @@
-"""Serving an :class:`AirlockMCP` over stdio or streamable HTTP (the SDK's transports)."""
+"""Serving an :class:`AirlockMCP` over stdio or streamable HTTP (the SDK's transports).
+
+Over HTTP every request must carry ``Authorization: Bearer <token>`` when a
+token is configured (``--http-token-file``): anything else is answered 401
+with ``WWW-Authenticate: Bearer`` before the MCP session sees it, the token
+compared in constant time. :func:`check_bind` refuses a non-loopback address
+without a token: anyone who can reach it would get exec with the daemon's token.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import hmac
+import ipaddress
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +30,48 @@ async def serve_stdio(app: AirlockMCP) -> None:
 
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and any address in 127.0.0.0/8 or ``::1``."""
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse (ValueError, one line) a non-loopback listener without a bearer token."""
+    if token is None and not is_loopback(host):
+        raise ValueError(
+            f"--http {host}: a non-loopback address needs --http-token-file (clients then "
+            "send 'Authorization: Bearer <token>'); without one anyone who reaches the "
+            "port could run commands in the sandbox"
+        )
+
+
+UNAUTHORIZED_BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32001,
+            "message": "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+            "with the token in airlock mcp's --http-token-file",
+        },
+    }
+).encode()
+
+
+def bearer_ok(scope: Any, token: bytes) -> bool:
+    """The request's ``Authorization: Bearer`` value equals ``token`` (constant time)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, given = value.partition(b" ")
+            return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token)
+    return False
 
 
 def _rebinding_guard(host: str, port: int) -> dict[str, Any]:
@@ -44,8 +96,12 @@ def _rebinding_guard(host: str, port: int) -> dict[str, Any]:
     }
 
 
-async def serve_http(app: AirlockMCP, host: str, port: int) -> None:
-    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled."""
+async def serve_http(app: AirlockMCP, host: str, port: int, *, token: str | None = None) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled.
+
+    With ``token`` every request must carry it as a bearer token (else 401).
+    """
+    check_bind(host, token)
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
@@ -54,8 +110,24 @@ async def serve_http(app: AirlockMCP, host: str, port: int) -> None:
 
     manager = StreamableHTTPSessionManager(app=app.server, **_rebinding_guard(host, port))
 
+    expected = token.encode() if token is not None else None
+
     class Endpoint:  # an ASGI object, so Route serves /mcp itself (no redirect to /mcp/)
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if expected is not None and not bearer_ok(scope, expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="airlock mcp"'),
+                            (b"content-length", str(len(UNAUTHORIZED_BODY)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": UNAUTHORIZED_BODY})
+                return
             await manager.handle_request(scope, receive, send)
 
     @contextlib.asynccontextmanager
