@@ -97,3 +97,30 @@ async def test_an_invalid_traceparent_starts_a_new_trace(tmp_path: Path) -> None
             lambda: [r for r in _access_lines(daemon.log()) if r.get("tool") == "exec"]
         )
         assert lines[0]["traceparent"] is None and lines[0]["trace_id"] == got.trace_id
+
+
+async def test_otel_exports_a_span_per_tool_call(tmp_path: Path) -> None:
+    from tests.fakes.otlp import otlp_collector
+
+    async with otlp_collector() as collector:
+        env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.traces_endpoint}
+        async with (
+            running_daemon(tmp_path, extra_args=["--otel"], env=env) as daemon,
+            DaemonClient(socket=str(daemon.socket), traceparent=TP) as client,
+        ):
+            ran = await client.call("exec", {"argv": PRINT_TP})
+            await client.tools()
+            spans = await wait_until(
+                lambda: collector.named("tool exec") and collector.named("GET /v1/tools"),
+                message="no span reached the collector",
+            )
+        span = collector.named("tool exec")[0]
+        assert span.service == "airlockd" and span.kind == 2  # SPAN_KIND_SERVER
+        assert span.trace_id == TRACE_ID and span.parent_span_id == TP.split("-")[2]
+        assert span.attributes["airlock.tool"] == "exec"
+        assert span.attributes["http.response.status_code"] == 200
+        assert spans
+        # The command is a child of the daemon's span: same trace, the span's id as parent.
+        child = tracing.parse(ran["stdout"])
+        assert child is not None and child.trace_id == TRACE_ID
+        assert child.parent_id == span.span_id

@@ -113,3 +113,29 @@ def test_the_trace_id_survives_the_stores_round_trip() -> None:
     untraced = LeaseRecord("s1", "l1", (rule,), 1e10)
     assert "trace_id" not in untraced.to_json()
     assert LeaseRecord.from_json(untraced.to_json()).trace_id is None
+
+
+async def test_otel_exports_a_span_per_control_request(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes.otlp import otlp_collector
+
+    async with otlp_collector() as collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", collector.traces_endpoint)
+        with proxy_process(tmp_path_factory.mktemp("otel"), extra_args=["--otel"]) as proxy:
+            async with ProxyClient(proxy.control, traceparent=TP) as client:
+                session = await client.create_session(allow=["api.github.com"], ttl_s=60)
+                await client.put_lease(
+                    session.session_id,
+                    "l1",
+                    [api_rule(placeholder(), real_token())],
+                    ttl_s=30,
+                )
+            name = "control PUT /v1/sessions/{sid}/leases/{lid}"
+            await wait_until(lambda: collector.named(name), message="no control span arrived")
+        span = collector.named(name)[0]
+        assert span.service == "airlock-proxy" and span.kind == 2
+        assert span.trace_id == TRACE_ID and span.parent_span_id == TP.split("-")[2]
+        assert span.attributes["http.response.status_code"] == 200
+        created = collector.named("control POST /v1/sessions")
+        assert created and created[0].attributes["http.response.status_code"] == 201
