@@ -134,6 +134,12 @@ def client_mistake(exc: BaseException) -> AirlockError | None:
         return InvalidRequest(f"{_CLIENT_ERRNOS[exc.errno]}; shorten or fix it and call again")
     if isinstance(exc, UnicodeEncodeError):
         return InvalidRequest("the request holds text that is not valid Unicode; send UTF-8 text")
+    if isinstance(exc, ValueError) and "null byte" in str(exc):
+        # os/subprocess refuse a NUL in a path, argument or pattern ("embedded null byte").
+        return InvalidRequest(
+            "the request holds a NUL byte (\\u0000) in a path, pattern, glob or argument, "
+            "which no file name or command line can carry; remove it and call again"
+        )
     return None
 
 
