@@ -78,9 +78,8 @@ def test_what_clients_send_comes_from_the_caller_then_otel_then_fresh() -> None:
         assert sent.trace_id == f"{ctx.trace_id:032x}"
         assert sent.parent_id == f"{ctx.span_id:016x}"
         assert tracing.outgoing(own) == own  # the client's own value still wins
-    with pytest.raises(ValueError, match="traceparent"):
-        with tracing.use("not-a-traceparent"):
-            pass
+    with pytest.raises(ValueError, match="traceparent"), tracing.use("not-a-traceparent"):
+        pass
 
 
 def test_clients_refuse_an_invalid_traceparent() -> None:
