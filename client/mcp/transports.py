@@ -96,6 +96,78 @@ def _rebinding_guard(host: str, port: int) -> dict[str, Any]:
     }
 
 
+def _has_header(scope: Any, name: bytes) -> bool:
+    return any(key == name for key, _ in scope.get("headers", ()))
+
+
+MAX_SNIFF_BYTES = 64 * 1024 * 1024  # as stdio's line limit: a large patch fits
+
+
+async def _buffered(receive: Any) -> tuple[bytes, Any]:
+    """The whole request body, and a ``receive`` that hands the same body on again."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", receive  # disconnected: let the SDK see it
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+        if size > MAX_SNIFF_BYTES:
+            break  # too big to sniff: hand on what came and let the rest stream
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        return await receive()
+
+    return (b"" if more else body), replay
+
+
+def unknown_method_answer(body: bytes) -> bytes | None:
+    """The -32601 answer when ``body`` is one JSON-RPC request for a method the SDK lacks."""
+    from airlock.client.mcp.methods import KNOWN_REQUESTS
+
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    method = message.get("method")
+    if not isinstance(method, str) or method in KNOWN_REQUESTS:
+        return None
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "error": {"code": -32601, "message": f"Method not found: {method[:200]}"},
+        }
+    ).encode()
+
+
+async def _send_json(send: Any, status: int, body: bytes, extra: list[Any] | None = None) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 async def serve_http(app: AirlockMCP, host: str, port: int, *, token: str | None = None) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled.
 
@@ -115,19 +187,18 @@ async def serve_http(app: AirlockMCP, host: str, port: int, *, token: str | None
     class Endpoint:  # an ASGI object, so Route serves /mcp itself (no redirect to /mcp/)
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
             if expected is not None and not bearer_ok(scope, expected):
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="airlock mcp"'),
-                            (b"content-length", str(len(UNAUTHORIZED_BODY)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": UNAUTHORIZED_BODY})
+                challenge = [(b"www-authenticate", b'Bearer realm="airlock mcp"')]
+                await _send_json(send, 401, UNAUTHORIZED_BODY, challenge)
                 return
+            if scope["method"] == "POST" and not _has_header(scope, b"mcp-session-id"):
+                # Before a session exists the SDK answers any request but initialize with
+                # 400 "Missing session ID"; an unknown method (mcp 2.x clients open with
+                # server/discover) gets -32601 here, as it does inside a session.
+                body, receive = await _buffered(receive)
+                answer = unknown_method_answer(body)
+                if answer is not None:
+                    await _send_json(send, 200, answer)
+                    return
             await manager.handle_request(scope, receive, send)
 
     @contextlib.asynccontextmanager

@@ -132,6 +132,19 @@ async def test_bearer_token_official_python_client(workspace: Path, tmp_path: Pa
                 url, json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
             )
             assert ok.status_code == 200, ok.text
+            # Over HTTP too, an unknown method (mcp 2.x's opening request) is -32601.
+            discover = await http.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {}},
+                headers={**ACCEPT, "Authorization": f"Bearer {TOKEN}"},
+            )
+            assert discover.status_code == 200, discover.text
+            answers = [
+                json.loads(line[len("data:") :])
+                for line in discover.text.splitlines()
+                if line.startswith("data:")
+            ] or [discover.json()]
+            assert answers[0]["id"] == 7 and answers[0]["error"]["code"] == -32601
         assert not marker.exists()
         # The official client: refused without / with a wrong token, served with the right one.
         await _refused(url, {})
