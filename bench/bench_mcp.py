@@ -15,6 +15,14 @@ what any MCP server built on the official SDK costs on this machine; "added
 beyond the SDK floor" is what airlock mcp's own code (argument checks, the
 daemon call, rendering) adds on top of it.
 
+Second table: what the bearer check (``--http-token-file``) and trace propagation
+(``traceparent`` sent by the client, parsed, logged on an access line and kept for
+commands by airlockd) add to a ``tools/call`` over streamable HTTP. Two stacks serve
+the same workspace in one run: "with" is the shipped code (token required and sent,
+traces on); "without" runs ``airlock mcp --http`` with no token and a client whose
+``traceparent`` is a constant, against an airlockd whose trace middleware is replaced
+by a pass-through. Interleaved rounds as above. Target: under 0.2 ms added at p50.
+
 ``python -m bench mcp [--rounds N] [--calls N]``
 """
 
@@ -22,12 +30,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
@@ -38,6 +49,31 @@ from bench.report import percentile, table
 from tests.fakes.daemon_harness import running_daemon
 
 TARGET_ADDED_P50_MS = 1.0
+TARGET_AUTH_TRACE_P50_MS = 0.2
+TOKEN = "bench-" + "5" * 40
+# airlockd with the trace middleware replaced by a pass-through (the "without" stack).
+UNTRACED_DAEMON = """
+import sys
+from aiohttp import web
+import airlock.daemon.server as server
+
+@web.middleware
+async def passthrough(request, handler):
+    return await handler(request)
+
+server.trace_middleware = passthrough
+from airlock.daemon.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+# airlock mcp whose DaemonClient sends a constant traceparent (no per-call generation).
+UNTRACED_MCP = """
+import sys
+import airlock.client.tracing as tracing
+CONSTANT = tracing.fresh().header
+tracing.outgoing = lambda default=None: CONSTANT
+from airlock.client.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
 NOOP_SERVER = """
 import anyio
 from mcp import types
@@ -162,12 +198,150 @@ async def run(rounds: int, calls: int) -> None:
     print(f"added beyond the SDK floor: {statistics.median(beyond):.3f} ms")
 
 
+@contextlib.asynccontextmanager
+async def _mcp_http(argv: list[str], port: int, token: str | None) -> AsyncIterator[ClientSession]:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from tests.fakes.net import wait_port
+
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        await wait_port(port, proc)
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (r, w, _),
+            ClientSession(r, w) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            yield session
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def _untraced_daemon(ws: Path) -> AsyncIterator[Path]:
+    from tests.fakes.daemon_harness import wait_for_socket
+
+    base = Path(tempfile.mkdtemp(prefix="al-bm-"))
+    sock = base / "d.sock"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", UNTRACED_DAEMON, "--workspace", str(ws), "--socket", str(sock),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        await wait_for_socket(sock, proc)
+        yield sock
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await proc.wait()
+
+
+async def run_http(rounds: int, calls: int) -> None:
+    """The bearer check and trace propagation over streamable HTTP, with vs without."""
+    from tests.fakes.net import free_port
+
+    ws = Path(tempfile.mkdtemp(prefix="al-bm-"))
+    (ws / "page.txt").write_text(("x" * 63 + "\n") * 64)  # 4 KiB
+    token_file = ws.parent / f"{ws.name}-token"
+    token_file.write_text(TOKEN + "\n")
+    args = {"path": "page.txt"}
+    port_with, port_without = free_port(), free_port()
+    async with running_daemon(ws) as traced, _untraced_daemon(ws) as untraced_sock:
+        with_argv = [
+            sys.executable, "-m", "airlock.client.cli", "mcp",
+            "--daemon", f"unix:{traced.socket}", "--http", f"127.0.0.1:{port_with}",
+            "--http-token-file", str(token_file),
+        ]  # fmt: skip
+        without_argv = [
+            sys.executable, "-c", UNTRACED_MCP, "mcp",
+            "--daemon", f"unix:{untraced_sock}", "--http", f"127.0.0.1:{port_without}",
+        ]  # fmt: skip
+        async with (
+            _mcp_http(with_argv, port_with, TOKEN) as with_session,
+            _mcp_http(without_argv, port_without, None) as without_session,
+        ):
+
+            def caller(session: ClientSession) -> Callable[[], Awaitable[object]]:
+                async def call() -> object:
+                    result = await session.call_tool("file_read", args)
+                    assert not result.isError, result.content
+                    return result
+
+                return call
+
+            direct_with = DaemonClient(socket=str(traced.socket))
+            direct_without = DaemonClient(
+                socket=str(untraced_sock), traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+            )
+
+            async def hop_with() -> object:
+                return await direct_with.call("file_read", args)
+
+            async def hop_without() -> object:
+                return await direct_without.call("file_read", args)
+
+            paths = {
+                "with": caller(with_session),
+                "without": caller(without_session),
+                "hop_with": hop_with,
+                "hop_without": hop_without,
+            }
+            for call in paths.values():
+                await _timed(call, 50)
+            per_round: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
+            added: list[float] = []
+            hop_added: list[float] = []
+            for r in range(rounds):
+                order = list(paths.items())
+                if r % 2:
+                    order.reverse()
+                p50s = {}
+                for name, call in order:
+                    samples = await _timed(call, calls)
+                    per_round[name].append((percentile(samples, 50), percentile(samples, 99)))
+                    p50s[name] = percentile(samples, 50)
+                added.append(p50s["with"] - p50s["without"])
+                hop_added.append(p50s["hop_with"] - p50s["hop_without"])
+            await direct_with.aclose()
+            await direct_without.aclose()
+    rows = []
+    for name, label in (
+        ("with", "mcp client → airlock mcp (HTTP): bearer token + traceparent (shipped)"),
+        ("without", "mcp client → airlock mcp (HTTP): no token, no trace middleware"),
+        ("hop_with", "DaemonClient → airlockd: fresh traceparent + access line (shipped)"),
+        ("hop_without", "DaemonClient → airlockd: no trace middleware"),
+    ):
+        p50 = statistics.median(p for p, _ in per_round[name])
+        p99 = statistics.median(p for _, p in per_round[name])
+        rows.append([label, p50, p99])
+    print(f"\nfile_read 4 KiB over streamable HTTP, {rounds} rounds x {calls} calls (ms)")
+    print(table(["stack", "p50 ms", "p99 ms"], rows))
+    extra = statistics.median(added)
+    verdict = "ok" if extra < TARGET_AUTH_TRACE_P50_MS else "over target"
+    print(
+        f"added p50 by the bearer check + trace propagation: {extra:.3f} ms "
+        f"(target < {TARGET_AUTH_TRACE_P50_MS} ms: {verdict})"
+    )
+    print(
+        f"of which the daemon hop (traceparent, middleware, access line): "
+        f"{statistics.median(hop_added):.3f} ms"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench_mcp")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
     opts = parser.parse_args(argv if argv is not None else [])
     asyncio.run(run(opts.rounds, opts.calls))
+    asyncio.run(run_http(opts.rounds, opts.calls))
 
 
 if __name__ == "__main__":

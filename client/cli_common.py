@@ -7,7 +7,8 @@ extra it installed), so an operator meets one behaviour everywhere:
 - ``--version`` prints ``PROG VERSION`` with the version from the installed
   distribution's metadata (never a constant in the source).
 - ``--log-format text|json``: ``json`` writes one JSON object a line
-  (``ts``, ``level``, ``logger``, ``message``, and ``exc`` for a traceback), for
+  (``ts``, ``level``, ``logger``, ``message``, and ``exc`` for a traceback, plus
+  the record's ``fields`` when it has them: an access line's ``traceparent``), for
   log shippers; ``text`` is the human default.
 - A configuration error is one line on stderr naming the flag or key,
   ``PROG: error: MESSAGE``, and exit status 2; never a traceback and never
@@ -79,9 +80,12 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        fields = getattr(record, "fields", None)  # logger.info(..., extra={"fields": {...}})
+        if isinstance(fields, dict):
+            out.update(fields)
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False)
+        return json.dumps(out, ensure_ascii=False, default=str)
 
 
 def check_log_level(level: str, flag: str = "--log-level") -> str:

@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 from pydantic import BaseModel, TypeAdapter
 
+from airlock.client import tracing
 from airlock.client._methods import AsyncToolMethods
 from airlock.client.errors import (
     AmbiguousMatch,
@@ -138,6 +139,10 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
 
     ``timeout_s`` fixes one total timeout for every call (as before);
     without it each call waits for the tool's own timeout plus ``timeout_margin_s``.
+
+    Every request carries a W3C ``traceparent`` (see :func:`airlock.client.tracing.outgoing`):
+    ``traceparent=`` fixes one for this client; by default it comes from the current
+    OpenTelemetry span, else each call starts a trace of its own.
     """
 
     def __init__(
@@ -150,9 +155,13 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         timeout_margin_s: float = DEFAULT_TIMEOUT_MARGIN_S,
         service_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        traceparent: str | None = None,
     ) -> None:
         if (socket is None) == (url is None):
             raise ValueError("give exactly one of socket= or url=")
+        if traceparent is not None and tracing.parse(traceparent) is None:
+            raise ValueError(f"traceparent={traceparent!r} is not a valid W3C traceparent")
+        self._traceparent = traceparent
         self._socket = socket
         self._base = (url or "http://airlockd").rstrip("/")
         self._token = token
@@ -202,12 +211,15 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
         data = None if body is None else json.dumps(body).encode()
         total = timeout_s if timeout_s is not None else (self._override or self._service)
         timeout = aiohttp.ClientTimeout(total=total, connect=self._connect)
+        headers = {tracing.HEADER: tracing.outgoing(self._traceparent)}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
         try:
             async with self._http().request(
                 method,
                 f"{self._base}{route}",
                 data=data,
-                headers={"Content-Type": "application/json"} if data is not None else None,
+                headers=headers,
                 timeout=timeout,
             ) as resp:
                 raw = await resp.read()
@@ -302,7 +314,10 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
             async with self._http().post(
                 f"{self._base}/v1/exec/stream",
                 data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
+                headers={
+                    "Content-Type": "application/json",
+                    tracing.HEADER: tracing.outgoing(self._traceparent),
+                },
                 timeout=timeout,
             ) as resp:
                 if resp.status >= 400:

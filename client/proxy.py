@@ -20,6 +20,7 @@ from urllib.parse import quote
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
+from airlock.client import tracing
 from airlock.client.errors import ClientError
 from airlock.proxy.protocol import (
     Health,
@@ -82,6 +83,10 @@ def _endpoint(control: str) -> tuple[str | None, str]:
 
 
 class ProxyClient:
+    """Every request carries a W3C ``traceparent`` (``traceparent=``, else the current
+    OpenTelemetry span, else a fresh trace); the proxy stores a lease PUT's trace id with
+    the lease and writes it on that lease's swap audit lines."""
+
     def __init__(
         self,
         control: str,
@@ -89,7 +94,11 @@ class ProxyClient:
         *,
         timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
+        traceparent: str | None = None,
     ) -> None:
+        if traceparent is not None and tracing.parse(traceparent) is None:
+            raise ValueError(f"traceparent={traceparent!r} is not a valid W3C traceparent")
+        self._traceparent = traceparent
         self._socket, self._base = _endpoint(control)
         self._token = token
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s)
@@ -128,7 +137,10 @@ class ProxyClient:
         self, method: str, path: str, body: Any = None, *, expect_json: bool = True
     ) -> Any:
         try:
-            async with self._http().request(method, self._base + path, json=body) as resp:
+            headers = {tracing.HEADER: tracing.outgoing(self._traceparent)}
+            async with self._http().request(
+                method, self._base + path, json=body, headers=headers
+            ) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:
                     code, message = "http_error", resp.reason or "error"

@@ -208,6 +208,24 @@ def _is_map(node: Mapping[str, Any]) -> bool:
     )
 
 
+def pair_array(value: dict[str, Any]) -> dict[str, Any]:
+    """A map's model-facing shape: an array of ``{name, value}`` (``value`` the map's
+    value schema); :func:`model_arguments` turns it back into the object."""
+    value["description"] = value.get("description") or "The value."
+    return {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The name (key)."},
+                "value": value,
+            },
+            "required": ["name", "value"],
+            "additionalProperties": False,
+        },
+    }
+
+
 def _fold(node: Mapping[str, Any]) -> str:
     notes = []
     for key, text in _FOLDED:
@@ -247,20 +265,7 @@ def _strict(node: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out = {"anyOf": branches}
     elif _is_map(node):
-        value = _strict(node["additionalProperties"])
-        value["description"] = value.get("description") or "The value."
-        out = {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "The name (key)."},
-                    "value": value,
-                },
-                "required": ["name", "value"],
-                "additionalProperties": False,
-            },
-        }
+        out = pair_array(_strict(node["additionalProperties"]))
         description = f"{description} {PAIR_NOTE}".strip()
     elif node.get("type") == "object":
         props = node.get("properties", {})

@@ -38,6 +38,7 @@ from airlock.client.cli_common import (
     run_guarded,
     setup_logging,
 )
+from airlock.client.tracing import setup_otel
 from airlock.daemon import privsep
 from airlock.daemon.context import DaemonConfig
 from airlock.daemon.identity import ExecUser, ExecUserError
@@ -48,6 +49,7 @@ from airlock.daemon.server import (
     ServerState,
     build_app,
 )
+from airlock.daemon.tracing import SPANS
 from airlock.daemon.transport import ConnectionLimits, EnvelopeRunner, Listener
 from airlock.daemon.workspace import Workspace
 
@@ -181,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest request body"
     )
     p.add_argument("--log-level", default="INFO", help="logging level")
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="export a span per request (tool calls included) over OTLP/HTTP; the endpoint "
+        "comes from OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT (needs the otel extra)",
+    )
     p.add_argument(
         "--exec-spill-max-bytes",
         type=int,
@@ -424,6 +432,7 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         # aiohttp's UnixSite leaves the file behind; a clean stop removes it.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)
+        SPANS.shutdown()  # --otel: the last spans leave before the process does
     return 0
 
 
@@ -497,6 +506,11 @@ def _main(argv: Sequence[str] | None) -> int:
     except privsep.StartupRefused as exc:
         return _refuse(str(exc))
     setup_logging(args.log_level, args.log_format)
+    if args.otel:
+        try:
+            setup_otel(SPANS, "airlockd")
+        except ImportError as exc:
+            return _refuse(str(exc))
     try:
         return _run(args, exec_user)
     except (privsep.StartupRefused, ContainmentError) as exc:

@@ -1,4 +1,10 @@
-"""OpenAPI 3.1 for the daemon, generated from the protocol models."""
+"""OpenAPI 3.1 for the daemon, generated from the protocol models.
+
+Every route is listed (``/metrics`` and this document included) with every
+status it can answer: each route but ``/v1/health`` answers 401 without a
+valid token; a tool call answers any of the envelope statuses. The suite
+fuzzes this document against a running daemon (tests/daemon/test_openapi_fuzz.py).
+"""
 
 from __future__ import annotations
 
@@ -45,10 +51,13 @@ def openapi_document(version: str) -> dict[str, Any]:
             (504, "timeout"),
         )
     }
+    unauthorized = {"401": error_responses["401"]}
     paths: dict[str, Any] = {
         "/v1/health": {
             "get": {
                 "operationId": "health",
+                "summary": "Liveness, version, workspace and engines (no token needed).",
+                "security": [{}],
                 "responses": {
                     "200": {
                         "description": "daemon is up",
@@ -64,7 +73,34 @@ def openapi_document(version: str) -> dict[str, Any]:
                     "200": {
                         "description": "the tool catalogue",
                         "content": {"application/json": {"schema": _schema(ToolCatalog, defs)}},
-                    }
+                    },
+                    **unauthorized,
+                },
+            }
+        },
+        "/v1/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document.",
+                "responses": {
+                    "200": {
+                        "description": "OpenAPI 3.1",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **unauthorized,
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "operationId": "metrics",
+                "summary": "Prometheus metrics.",
+                "responses": {
+                    "200": {
+                        "description": "Prometheus text",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **unauthorized,
                 },
             }
         },

@@ -38,6 +38,7 @@ from airlock.daemon.metrics import DaemonMetrics
 from airlock.daemon.openapi import openapi_document
 from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
 from airlock.daemon.request_body import read_json_body
+from airlock.daemon.tracing import trace_middleware
 from airlock.daemon.transfer import ROUTES as TRANSFER_ROUTES
 from airlock.daemon.transfer import RouteHandler
 from airlock.daemon.transport import error_response, internal_error, json_response
@@ -136,6 +137,12 @@ def client_mistake(exc: BaseException) -> AirlockError | None:
         return InvalidRequest(f"{_CLIENT_ERRNOS[exc.errno]}; shorten or fix it and call again")
     if isinstance(exc, UnicodeEncodeError):
         return InvalidRequest("the request holds text that is not valid Unicode; send UTF-8 text")
+    if isinstance(exc, ValueError) and "null byte" in str(exc):
+        # os/subprocess refuse a NUL in a path, argument or pattern ("embedded null byte").
+        return InvalidRequest(
+            "the request holds a NUL byte (\\u0000) in a path, pattern, glob or argument, "
+            "which no file name or command line can carry; remove it and call again"
+        )
     return None
 
 
@@ -295,7 +302,9 @@ def build_app(
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> web.Application:
     """One listener's app; pass the same ``state`` to every listener of a daemon."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
+    app = web.Application(
+        middlewares=[trace_middleware, error_middleware], client_max_size=max_body_bytes
+    )
     app[WORKSPACE_KEY] = workspace
     app[STATE_KEY] = state if state is not None else ServerState(token_file)
     app[REQUIRE_TOKEN_KEY] = require_token

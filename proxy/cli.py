@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from airlock.client import cli_common
+from airlock.client.tracing import setup_otel
 from airlock.proxy.config import (
     ConfigError,
     ProxyConfig,
@@ -69,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--advertise", help="HOST:PORT sandboxes use in their proxy URL")
     p.add_argument("--log-level", default="INFO", help="log level of airlock's own messages")
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="export a span per control request over OTLP/HTTP; the endpoint comes from "
+        "OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT (needs the otel extra)",
+    )
     p.add_argument(
         "--store-key-file",
         type=Path,
@@ -243,6 +250,13 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         return cli_common.fail("airlock-proxy", exc)
     _check_port_free("--listen", config.listen_host, config.listen_port)
+    from airlock.proxy.tracing import SPANS
+
+    if args.otel:
+        try:
+            setup_otel(SPANS, "airlock-proxy")
+        except ImportError as exc:
+            return cli_common.fail("airlock-proxy", exc)
     from airlock.proxy.addons.chain import ChainError
     from airlock.proxy.app import ProxyServer
     from airlock.proxy.ca import CAError
@@ -254,6 +268,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 130
     except (CAError, ChainError, KeyFileError) as exc:
         return cli_common.fail("airlock-proxy", exc)
+    finally:
+        SPANS.shutdown()  # --otel: the last spans leave before the process does
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from airlock import __version__
 from airlock.proxy.context import ProxyContext
 from airlock.proxy.metrics import CONTENT_TYPE_LATEST
+from airlock.proxy.openapi import openapi_document
 from airlock.proxy.protocol import (
     ERROR_STATUS,
     Health,
@@ -40,6 +41,7 @@ from airlock.proxy.store.base import (
     hash_secret,
     now,
 )
+from airlock.proxy.tracing import request_trace_id, trace_middleware
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -112,9 +114,12 @@ class ControlAPI:
         self._token = token
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._middleware], client_max_size=1 << 20)
+        app = web.Application(
+            middlewares=[trace_middleware, self._middleware], client_max_size=1 << 20
+        )
         r = app.router
         r.add_get("/v1/health", self.health)
+        r.add_get("/v1/openapi.json", self.openapi)
         r.add_get("/v1/ca.pem", self.ca)
         r.add_get("/metrics", self.metrics)
         r.add_post("/v1/sessions", self.create_session)
@@ -170,6 +175,9 @@ class ControlAPI:
             body = Health(status="degraded", store=self.ctx.store.kind, version=VERSION)
             return _json(body, status=503)
         return _json(Health(status="ok", store=self.ctx.store.kind, version=VERSION))
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_document(VERSION))
 
     async def ca(self, request: web.Request) -> web.Response:
         return web.Response(body=self.ca_pem, content_type="application/x-pem-file")
@@ -250,7 +258,11 @@ class ControlAPI:
             raise ApiError("session_not_found", f"no session {sid}")
         expires_at = min(now() + body.ttl_s, session.expires_at)
         record = LeaseRecord(
-            session_id=sid, lease_id=lid, rules=tuple(body.rules), expires_at=expires_at
+            session_id=sid,
+            lease_id=lid,
+            rules=tuple(body.rules),
+            expires_at=expires_at,
+            trace_id=request_trace_id(request),
         )
         try:
             replaced = await self.ctx.store.put_lease(record)
@@ -265,6 +277,7 @@ class ControlAPI:
             lease=lid,
             hosts=record.hosts,
             ttl_s=body.ttl_s,
+            trace_id=record.trace_id,
         )
         return _json(_lease_info(record))
 

@@ -1,7 +1,11 @@
 """``airlock mcp``: serve airlockd's tools to an MCP host (stdio, or streamable HTTP).
 
     airlock mcp --daemon unix:/run/airlock/airlockd.sock --token-env AIRLOCK_TOKEN
-    airlock mcp --daemon tcp://127.0.0.1:7070 --token-file tok --http 127.0.0.1:8765
+    airlock mcp --daemon tcp://127.0.0.1:7070 --token-file tok --http 127.0.0.1:8765 \
+        --http-token-file mcp-token
+
+Over HTTP, clients send ``Authorization: Bearer <the token in --http-token-file>``;
+a non-loopback --http address is refused without a token file.
 
 With ``--proxy-control`` and a credential provider (``--app-id``/``--app-key-file``,
 ``--token-command`` or ``--github-token-env``) plus ``--github-org`` and
@@ -47,6 +51,24 @@ def _token(args: argparse.Namespace) -> str | None:
             raise UsageError(f"--token-env {args.token_env}: the variable is empty or unset")
         return value
     return None
+
+
+def _http_token(args: argparse.Namespace) -> str | None:
+    """The bearer token MCP clients must send over --http (from --http-token-file)."""
+    if not args.http_token_file:
+        return None
+    if not args.http:
+        raise UsageError("--http-token-file is for --http; stdio needs no token")
+    try:
+        token = Path(args.http_token_file).read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageError(f"--http-token-file {args.http_token_file}: {reason}") from None
+    if not token or any(c.isspace() for c in token):
+        raise UsageError(
+            f"--http-token-file {args.http_token_file}: give one token (no spaces) on one line"
+        )
+    return token
 
 
 def _http_address(value: str) -> tuple[str, int]:
@@ -108,9 +130,21 @@ async def _serve(args: argparse.Namespace) -> int:
     from airlock.client.daemon import DaemonClient
     from airlock.client.errors import ClientError
     from airlock.client.mcp import load, serve_http, serve_stdio
+    from airlock.client.mcp.transports import check_bind, is_loopback
 
     include = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     http = _http_address(args.http) if args.http else None
+    if http is not None:
+        try:
+            check_bind(http[0], args.http_token)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.http_token is None and is_loopback(http[0]):
+            print(
+                "airlock mcp: warning: no --http-token-file; any local user or process that "
+                "can reach this port can call the tools",
+                file=sys.stderr,
+            )
     async with DaemonClient(**daemon_client_kwargs(args.daemon), token=args.token) as client:
         try:
             extra = [await _github_tool(args, client)] if args.proxy_control else []
@@ -124,7 +158,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 raise UsageError(f"--tools: no tool named {', '.join(missing)}")
         if http is not None:
             print(f"airlock mcp: serving http://{http[0]}:{http[1]}/mcp", file=sys.stderr)
-            await serve_http(app, *http)
+            await serve_http(app, *http, token=args.http_token)
         else:
             await serve_stdio(app)
     return 0
@@ -138,6 +172,7 @@ def _main(args: argparse.Namespace) -> int:
         return 2
     try:
         args.token = _token(args)
+        args.http_token = _http_token(args)
         _prepare_github(args)
         return asyncio.run(_serve(args))
     except UsageError as exc:
@@ -162,6 +197,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--token-env", help="environment variable holding the daemon's bearer token")
     p.add_argument("--tools", help="serve only these tools, comma-separated")
     p.add_argument("--http", metavar="HOST:PORT", help="streamable HTTP at /mcp instead of stdio")
+    p.add_argument(
+        "--http-token-file",
+        help="file holding the bearer token HTTP clients must send (required off loopback)",
+    )
     g = p.add_argument_group("github_shell (served with --proxy-control and credentials)")
     g.add_argument(
         "--proxy-control", help="airlock-proxy control API: unix:PATH or tcp://HOST:PORT"

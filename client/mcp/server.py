@@ -13,6 +13,9 @@ offered with its ``model_input_schema`` (never ``granted_paths``) and with
   token): from ``DaemonClient.exec_stream()`` when the client has it (each
   output chunk is a notification), else a tick every ``progress_interval_s``.
 - Extra tools (``github_shell``) plug in as :class:`ExtraTool` entries.
+- Schemas pass strict-mode conversion (maps are ``{name, value}`` lists, see
+  :mod:`.schemas`); unknown JSON-RPC methods get -32601 (:mod:`.methods`);
+  ``serverInfo.version`` is airlock's.
 """
 
 from __future__ import annotations
@@ -30,10 +33,14 @@ from typing import Any
 from mcp import types
 from mcp.server.lowlevel import Server
 
+from airlock import __version__
 from airlock.client.daemon import DaemonClient
 from airlock.client.errors import ClientError, ToolError
 from airlock.client.tools import collect, mcp_tools, model_arguments, normalize_schema
 from airlock.daemon.protocol import ExecOutput
+
+from .methods import AirlockServer
+from .schemas import served_schema
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +106,15 @@ class AirlockMCP:
         self.entries = collect(entries, github_shell=False, include=include)
         # Normalized once: the way back from a model's arguments runs on every call.
         self.schemas = {t["name"]: normalize_schema(t["input_schema"]) for t in self.entries}
-        self.tools = mcp_tools(self.entries, github_shell=False)
+        # Maps served as {name, value} lists (strict-convertible); model_arguments turns
+        # them back with self.schemas, the tool's own input schema.
+        self.tools = [
+            tool.model_copy(update={"inputSchema": served_schema(tool.inputSchema)})
+            for tool in mcp_tools(self.entries, github_shell=False)
+        ]
         self.progress_interval_s = progress_interval_s
-        self.server: Server[Any, Any] = Server(name)
+        # serverInfo.version is airlock's (the SDK would report its own otherwise).
+        self.server: Server[Any, Any] = AirlockServer(name, version=__version__)
         self._register()
 
     def _register(self) -> None:

@@ -22,6 +22,7 @@ from airlock.daemon.identity import spawn_kwargs
 from airlock.daemon.procs.contain import Cell
 from airlock.daemon.procs.pty import PtyPair, take_terminal
 from airlock.daemon.procs.tree import MARKER_VAR
+from airlock.daemon.tracing import trace_env
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def plan_spawn(
             f"cwd {where.display} is a file; pass a directory", {"cwd": where.display}
         )
     user = ctx.config.exec_user
-    full_env = {**os.environ, **(user.env() if user is not None else {}), **env}
+    full_env = {**os.environ, **(user.env() if user is not None else {}), **trace_env(), **env}
     full_env[MARKER_VAR] = tree_id
     return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id)
 

@@ -223,6 +223,7 @@ class Swap:
                     lease=entry.lease_id,
                     host=host,
                     header=c.header,
+                    trace_id=entry.trace_id,
                 )
                 continue
             flow.request.headers[c.header] = render(rule)
@@ -241,6 +242,7 @@ class Swap:
                 host=host,
                 method=flow.request.method,
                 path=audit_path_of(flow.request.path),
+                trace_id=entry.trace_id,
             )
 
     def _check(

@@ -88,17 +88,22 @@ class SessionRecord:
 
 
 def _lease_json(
-    session_id: str, lease_id: str, expires_at: float, rules: tuple[LeaseRule, ...]
+    session_id: str,
+    lease_id: str,
+    expires_at: float,
+    rules: tuple[LeaseRule, ...],
+    trace_id: str | None = None,
 ) -> str:
     """The stored form shared by a lease and its per-placeholder index entries."""
-    return json.dumps(
-        {
-            "session_id": session_id,
-            "lease_id": lease_id,
-            "expires_at": expires_at,
-            "rules": [r.model_dump(mode="json") for r in rules],
-        }
-    )
+    data: dict[str, Any] = {
+        "session_id": session_id,
+        "lease_id": lease_id,
+        "expires_at": expires_at,
+        "rules": [r.model_dump(mode="json") for r in rules],
+    }
+    if trace_id is not None:
+        data["trace_id"] = trace_id
+    return json.dumps(data)
 
 
 def _lease_fields(raw: str | bytes) -> dict[str, Any]:
@@ -108,15 +113,20 @@ def _lease_fields(raw: str | bytes) -> dict[str, Any]:
         "lease_id": str(data["lease_id"]),
         "expires_at": float(data["expires_at"]),
         "rules": tuple(LeaseRule.model_validate(r) for r in data["rules"]),
+        "trace_id": str(data["trace_id"]) if data.get("trace_id") else None,
     }
 
 
 @dataclass(frozen=True)
 class LeaseRecord:
+    """``trace_id``: the W3C trace of the request that installed the lease (never a
+    secret); the swap audit lines of the lease carry it."""
+
     session_id: str
     lease_id: str
     rules: tuple[LeaseRule, ...]
     expires_at: float
+    trace_id: str | None = None
 
     @property
     def hosts(self) -> list[str]:
@@ -135,10 +145,13 @@ class LeaseRecord:
             lease_id=self.lease_id,
             expires_at=self.expires_at,
             rules=tuple(r for r in self.rules if r.placeholder == placeholder),
+            trace_id=self.trace_id,
         )
 
     def to_json(self) -> str:
-        return _lease_json(self.session_id, self.lease_id, self.expires_at, self.rules)
+        return _lease_json(
+            self.session_id, self.lease_id, self.expires_at, self.rules, self.trace_id
+        )
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> LeaseRecord:
@@ -153,12 +166,15 @@ class PlaceholderEntry:
     lease_id: str
     expires_at: float
     rules: tuple[LeaseRule, ...]
+    trace_id: str | None = None
 
     def live(self, at: float | None = None) -> bool:
         return self.expires_at > (now() if at is None else at)
 
     def to_json(self) -> str:
-        return _lease_json(self.session_id, self.lease_id, self.expires_at, self.rules)
+        return _lease_json(
+            self.session_id, self.lease_id, self.expires_at, self.rules, self.trace_id
+        )
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> PlaceholderEntry:
