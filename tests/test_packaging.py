@@ -140,7 +140,9 @@ def test_nothing_imports_the_top_level_daemon_proxy_or_client() -> None:
                     names = [node.args[0].value]
                 for name in names:
                     if name.split(".")[0] in TOP_LEVEL:
-                        offenders.append(f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}: {name}")
+                        offenders.append(
+                            f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}: {name}"
+                        )
     assert offenders == [], "import airlock.X, never X"
 
 

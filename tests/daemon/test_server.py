@@ -33,7 +33,9 @@ def token_file(tmp_path: Path) -> Path:
     return f
 
 
-async def raw(socket_path: Path, method: str, route: str, **kw: object) -> tuple[int, dict[str, Any]]:
+async def raw(
+    socket_path: Path, method: str, route: str, **kw: object
+) -> tuple[int, dict[str, Any]]:
     conn = aiohttp.UnixConnector(path=str(socket_path))
     async with (
         aiohttp.ClientSession(connector=conn) as http,
