@@ -179,7 +179,7 @@ class ProxyClient:
         data = await self._request(
             "PUT",
             f"/v1/sessions/{_seg(session_id)}/leases/{_seg(lease_id)}",
-            body.model_dump(mode="json"),
+            body.model_dump(mode="json", exclude_none=True),
         )
         return LeaseInfo.model_validate(data)
 

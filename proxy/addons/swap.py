@@ -322,6 +322,7 @@ class Swap:
             host=host,
             method=flow.request.method,
             path=audit_path_of(flow.request.path),
+            detail=message,
         )
 
     async def _after_exfiltration(self, sid: str) -> None:
