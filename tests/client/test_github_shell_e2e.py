@@ -165,7 +165,7 @@ async def test_gh_pr_view_and_api_through_the_proxy(env: Env) -> None:
     assert api_requests and all(r.token in env.real_tokens() for r in api_requests)
     # The sandboxed gh saw only the placeholder.
     seen = "".join(p.read_text() for p in env.spy_dir.iterdir())
-    assert "GH_TOKEN=airlock-gh-" in seen
+    assert "GH_TOKEN=ghs_" in seen  # shaped like an installation token
     assert "GH_CONFIG_DIR=" in seen and "GH_PROMPT_DISABLED=1" in seen
     _assert_sandbox_never_saw(env, result.stdout, result.stderr, api.stdout, api.stderr)
     assert await _leases(env) == []
@@ -185,13 +185,16 @@ async def test_echoed_token_comes_back_redacted(env: Env) -> None:
     assert basic_credential(token) not in result.stdout
     body = json.loads(result.stdout)
     # The raw token: scrubbed to the placeholder by the proxy, or redacted by the tool.
-    assert body["echo"] == "[redacted]" or body["echo"].startswith("airlock-gh-")
+    assert body["echo"] == "[redacted]" or (
+        body["echo"].startswith("ghs_") and body["echo"] != token
+    )
     # Its git Basic form: the proxy now scrubs it to the placeholder's Basic form, and the
     # tool redacts whatever real form might remain. Either way, only a placeholder shows.
     if body["echo_basic"] != "[redacted]":
         decoded = base64.b64decode(body["echo_basic"]).decode()
         user, _, secret = decoded.partition(":")
-        assert user == "x-access-token" and secret.startswith("airlock-gh-"), decoded
+        assert user == "x-access-token" and secret.startswith("ghs_"), decoded
+        assert secret != token
     _assert_sandbox_never_saw(env, result.stdout, result.stderr)
 
 
