@@ -426,3 +426,30 @@ async def test_unknown_session_is_a_tool_error(env: Env) -> None:
     # The command never ran, and nothing was left behind.
     assert not any(r.path == "/user" for r in env.gh.requests)
     assert list(env.config_base.iterdir()) == []
+
+
+async def test_each_command_gets_only_what_it_needs(env: Env) -> None:
+    """Derived leases (client/github/scopes.py) hold at the proxy, through real gh."""
+    # Read-only gh: a GraphQL query passes, a mutation is refused by the proxy.
+    query = await env.shell.run(env.call("gh api graphql -f query='query { viewer { login } }'"))
+    assert "lease_scope" not in query.stderr
+    mutation = await env.shell.run(
+        env.call(
+            "gh api graphql -f query='mutation { addComment(input: {}) { clientMutationId } }'"
+        )
+    )
+    assert mutation.exit_code != 0
+    assert "403" in mutation.stderr or "lease_scope" in mutation.stderr
+    # Other gh: only the declared repository's paths, whatever the real token could reach.
+    other = await env.shell.run(
+        env.call("gh api -X POST repos/acme/other/issues/1/comments -f body=x")
+    )
+    assert other.exit_code != 0
+    refusals = [
+        e
+        for e in env.proxy.audit_events()
+        if e.get("event") == "refusal" and e.get("reason") == "lease_scope"
+    ]
+    details = " | ".join(str(e.get("detail")) for e in refusals)
+    assert "anonymous mutation" in details and "/repos/acme/other" in details, details
+    _assert_sandbox_never_saw(env, mutation.stdout, mutation.stderr, other.stdout, other.stderr)
