@@ -75,13 +75,16 @@ def make_store(url: str, key_file: Path | None = None) -> Store:
     raise ValueError(f"--store: expected 'memory' or redis://..., got {url!r}")
 
 
-def make_events(url: str) -> EventLog:
+def make_events(url: str, key_file: Path | None = None) -> EventLog:
     """Events in this process (memory store) or in the shared Redis (see proxy/events.py)."""
     if url == "memory":
         return MemoryEvents()
     import redis.asyncio as aioredis
 
-    return RedisEvents(aioredis.Redis.from_url(url, socket_connect_timeout=1.0))
+    from airlock.proxy.store.crypto import Sealer
+
+    sealer = Sealer.from_file(key_file) if key_file is not None else None
+    return RedisEvents(aioredis.Redis.from_url(url, socket_connect_timeout=1.0), sealer=sealer)
 
 
 def make_credentials(config: ProxyConfig, trust: Path) -> Credentials:
@@ -210,7 +213,7 @@ class ProxyServer:
         ca, confdir, trust = await asyncio.to_thread(_prepare_state, config)
         store = make_store(config.store_url, config.store_key_file)
         audit = TappedAudit(config.audit_path, sample_per_minute=config.refusal_audit_per_minute)
-        events = make_events(config.store_url)
+        events = make_events(config.store_url, config.store_key_file)
         audit.taps.append(EventTap(events))
         await events.start()
         ctx = ProxyContext(

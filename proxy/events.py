@@ -22,6 +22,7 @@ the Redis store, in one Redis stream shared by every replica
 draws ``seq`` from one counter and appends in the same step, so every replica
 sees one order, and a long poll on any replica's control API wakes on events
 any replica wrote. Appends leave the request path through a queue, in order.
+With ``--store-key-file`` each event is sealed like every store value.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 
 from airlock.proxy.audit import AuditLog
 from airlock.proxy.protocol import Event
+from airlock.proxy.store.crypto import Sealer, SealError
 
 log = logging.getLogger("airlock.proxy.events")
 
@@ -158,9 +160,9 @@ class MemoryEvents(EventLog):
                 await asyncio.wait_for(signal.wait(), left)
 
 
-# KEYS[1] = counter, KEYS[2] = stream; ARGV = maxlen, payload -> seq
+# KEYS[1] = counter hash, KEYS[2] = stream; ARGV = maxlen, payload -> seq
 _APPEND = """
-local seq = redis.call('INCR', KEYS[1])
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '0-' .. seq, 'e', ARGV[2])
 return seq
 """
@@ -169,9 +171,16 @@ return seq
 class RedisEvents(EventLog):
     """Every replica: one Redis stream, ``seq`` from one counter (see the module doc)."""
 
-    def __init__(self, redis: Any, prefix: str = "airlock:", capacity: int = MAX_EVENTS) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        prefix: str = "airlock:",
+        capacity: int = MAX_EVENTS,
+        sealer: Sealer | None = None,
+    ) -> None:
         self._redis = redis
-        self._counter = f"{prefix}events:seq"
+        self._sealer = sealer
+        self._counter = f"{prefix}events:meta"
         self._stream = f"{prefix}events"
         self._capacity = capacity
         self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
@@ -197,7 +206,10 @@ class RedisEvents(EventLog):
     async def _drain(self) -> None:
         while True:
             type_, detail = await self._queue.get()
-            payload = json.dumps({"type": type_, **detail}, default=str)
+            text = json.dumps({"type": type_, **detail}, default=str)
+            payload: bytes | str = (
+                self._sealer.seal(self._stream, text.encode()) if self._sealer else text
+            )
             for attempt in range(5):
                 try:
                     await self._script(
@@ -216,6 +228,12 @@ class RedisEvents(EventLog):
             seq = int(eid.split("-", 1)[1])
             nxt = max(nxt, seq)
             raw = fields.get(b"e") or fields.get("e")
+            if self._sealer is not None:
+                try:
+                    raw = self._sealer.open(self._stream, bytes(raw))
+                except SealError:
+                    log.warning("event %s does not open with this replica's keys: skipped", seq)
+                    continue
             data: dict[str, Any] = json.loads(raw)
             type_ = str(data.pop("type"))
             at = float(data.pop("_at", time.time()))
