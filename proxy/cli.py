@@ -193,6 +193,15 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
         app_key = app_key if app_key.is_absolute() else cwd / app_key
         if not app_key.is_file():
             raise ConfigError(f"--github-app-key-file: no such file {app_key}")
+        from airlock.client.providers.jwt import load_private_key
+
+        try:
+            load_private_key(app_key.read_bytes())
+        except (ValueError, TypeError, OSError):
+            raise ConfigError(
+                f"--github-app-key-file {app_key}: not an unencrypted RSA private key (PEM); "
+                "download the key from the GitHub App's settings"
+            ) from None
     if not str(args.github_api_url).startswith("https://"):
         raise ConfigError("--github-api-url: expected https://...")
     _positive("--max-head-bytes", args.max_head_bytes)
