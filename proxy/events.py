@@ -38,8 +38,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from airlock.proxy.audit import AuditLog
 from airlock.proxy.protocol import Event
+from airlock.proxy.store.base import StoreUnavailable
 from airlock.proxy.store.crypto import Sealer, SealError
 
 log = logging.getLogger("airlock.proxy.events")
@@ -243,6 +246,14 @@ class RedisEvents(EventLog):
 
     async def read(
         self, after: int, session: str | None, wait_s: float, limit: int = MAX_PAGE
+    ) -> tuple[list[Event], int]:
+        try:
+            return await self._read(after, session, wait_s, limit)
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+
+    async def _read(
+        self, after: int, session: str | None, wait_s: float, limit: int
     ) -> tuple[list[Event], int]:
         deadline = time.monotonic() + max(wait_s, 0.0)
         after = max(after, 0)

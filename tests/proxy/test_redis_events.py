@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from airlock.client.leases import github_api_rule, github_placeholder
+from airlock.client.proxy import ProxyError
 from airlock.proxy.protocol import Allow
 from tests.fakes.proxy_harness import running_proxy
 from tests.fakes.redis_server import RedisServer, redis_server_sync
@@ -73,3 +74,8 @@ async def test_replicas_share_one_ordered_event_stream(
         assert [e.seq for e in seen_a.events] == sorted(e.seq for e in seen_a.events)
         assert real not in json.dumps(seen_a.model_dump(mode="json"))
         assert ph not in json.dumps(seen_a.model_dump(mode="json"))
+        # Redis gone: the long poll answers 503, never a traceback.
+        await asyncio.to_thread(redis.stop)
+        with pytest.raises(ProxyError) as failure:
+            await ca.events_page(None, after=start)
+        assert (failure.value.status, failure.value.code) == (503, "store_unavailable")
