@@ -4,7 +4,10 @@ A path is judged as the upstream will read it, so every encoding that two
 readers could disagree on is refused outright instead of guessed: an encoded
 slash or dot (``%2F``, ``%2E``), an encoded or literal backslash, an empty
 segment (``//``) and NUL. What remains is percent-decoded and has its dot
-segments removed (RFC 3986 section 5.2.4) before a glob sees it.
+segments removed (RFC 3986 section 5.2.4); a path that removal would change
+(it had ``.`` or ``..`` segments) is refused too, because an upstream that
+routes on the raw path would read ``/repos/o/x/../r`` as repository ``o/x``
+while the normalised form says ``o/r``.
 
 Globs: ``*`` matches within one ``/``-separated segment, ``**`` across any
 number of segments, and a trailing ``/**`` also matches zero segments
@@ -51,7 +54,12 @@ def normalize_path(target: str) -> str:
     decoded = unquote(path, errors="strict")
     if "\0" in decoded or "\\" in decoded:
         raise AmbiguousPath("the path decodes to a NUL or backslash")
-    return remove_dot_segments(decoded)
+    normalized = remove_dot_segments(decoded)
+    if normalized != decoded:
+        # An upstream that routes on the raw path would read /repos/o/x/../r as
+        # repository o/x while the normalised form says o/r: never guess.
+        raise AmbiguousPath("the path has '.' or '..' segments")
+    return normalized
 
 
 def remove_dot_segments(path: str) -> str:

@@ -111,6 +111,11 @@ async def test_push_policy_through_real_git(tmp_path: Path) -> None:
         assert swaps_after > swaps_before
         assert all(e["path"].endswith("git-receive-pack") for e in receive_posts)
         assert len(receive_posts) == 1  # only the allowed push's POST was swapped
+        # ... and only that one reached github.com at all.
+        upstream_posts = [
+            r for r in w.gh.requests if r.method == "POST" and r.path.endswith("git-receive-pack")
+        ]
+        assert len(upstream_posts) == 1, upstream_posts
 
         # Refused: another repository, even though the real token could read it.
         other = f"https://x-access-token:{placeholder}@github.com/{OTHER}.git"

@@ -135,6 +135,7 @@ async def test_paths_and_path_tricks(box: Box, github: EchoUpstream) -> None:
         "/repos/acme/widgets%2F..%2Fother",
         "/repos/acme/widgets/%2e%2e/%2e%2e/acme/other",
         "/repos/acme/widgets/../other",
+        "/repos/acme/other/../widgets/pulls",
         "/repos//acme/widgets",
         "/repos/acme/widgets\\..\\other",
         "/repos/acme/widgets/%00",

@@ -36,6 +36,7 @@ def test_paths() -> None:
         "/repos/acme/widgets%2F..%2F..%2Fother",
         "/repos/acme/widgets/%2e%2e/%2e%2e/other",
         "/repos/acme/widgets/../other",
+        "/repos/acme/other/../widgets/pulls",  # normalises inside, but raw it names other
         "/repos/acme/widgets/../../acme/other/pulls",
         "//repos/acme/widgets",
         "/repos/acme/widgets\\..\\other",

@@ -20,6 +20,11 @@ from airlock.proxy.scope.paths import AmbiguousPath, glob_match, normalize_path
         "/repos/o/r/%00",
         "/repos/o/r/%zz",
         "repos/o/r",
+        "/repos/o/r/../x",
+        "/repos/o/x/../r/pulls",
+        "/repos/o/r/./pulls",
+        "/../../etc",
+        "/a/b/..",
     ],
 )
 def test_ambiguous_paths_are_refused(target: str) -> None:
@@ -31,15 +36,22 @@ def test_ambiguous_paths_are_refused(target: str) -> None:
     ("target", "expected"),
     [
         ("/repos/o/r/pulls?state=open", "/repos/o/r/pulls"),
-        ("/repos/o/r/../x", "/repos/o/x"),
-        ("/repos/o/r/./pulls", "/repos/o/r/pulls"),
-        ("/../../etc", "/etc"),
         ("/repos/o/r%20x", "/repos/o/r x"),
-        ("/a/b/..", "/a/"),
+        ("/repos/o/r/", "/repos/o/r/"),
+        ("/repos/o/r/a..b/.c", "/repos/o/r/a..b/.c"),  # dots inside a segment are names
     ],
 )
 def test_normalisation(target: str, expected: str) -> None:
     assert normalize_path(target) == expected
+
+
+def test_dot_segment_removal() -> None:
+    from airlock.proxy.scope.paths import remove_dot_segments
+
+    assert remove_dot_segments("/repos/o/r/../x") == "/repos/o/x"
+    assert remove_dot_segments("/../../etc") == "/etc"
+    assert remove_dot_segments("/a/b/..") == "/a/"
+    assert remove_dot_segments("/a/./b/.") == "/a/b/"
 
 
 @pytest.mark.parametrize(
