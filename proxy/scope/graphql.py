@@ -3,7 +3,8 @@
 Every operation the request could run is judged: the one ``operationName``
 selects, or every operation of the document when none is named (a server may
 run any of them), and each element of a batch (a JSON array of requests).
-Subscriptions are never allowed; a body that is not JSON, has no ``query``
+Subscriptions are never allowed; a body that is not JSON (or repeats a key:
+JSON readers disagree on which one wins), has no ``query``
 string (persisted-query ids cannot be judged), does not parse, or holds
 anything but executable definitions is refused. Never a regular expression:
 ``mutation`` inside a string or comment is not an operation, and an
@@ -70,12 +71,28 @@ def _ops_of_request(item: Any) -> list[Operation]:
     return ops
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """JSON readers disagree on repeated keys (first or last wins): refuse them."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def operations_of(body: bytes) -> list[Operation]:
     """Every operation ``body`` could run (raises :class:`GraphQLRefused`)."""
     if len(body) > MAX_BODY:
         raise GraphQLRefused(f"the GraphQL body is over {MAX_BODY} bytes")
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        raise GraphQLRefused(f"the GraphQL body repeats the key {str(exc)[:64]!r}") from None
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise GraphQLRefused("the GraphQL body is not JSON") from None
     items = data if isinstance(data, list) else [data]

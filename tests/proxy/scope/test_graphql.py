@@ -76,6 +76,8 @@ def test_names() -> None:
         b'"{ a }"',
         body("type T { a: Int }"),
         body("fragment F on T { a }"),
+        b'{"query": "{ a }", "query": "mutation { b }"}',
+        b'{"query": "{ a }", "operationName": null, "operationName": "B"}',
     ],
 )
 def test_unjudgeable_bodies_are_refused(raw: bytes) -> None:
