@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from airlock.client.leases import github_api_rule, github_placeholder, vercel_placeholder
-from airlock.client.proxy import ProxyClient
+from airlock.client.proxy import ProxyClient, ProxyError
 from airlock.proxy.protocol import Allow, Event, GraphQLAllow, SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
@@ -193,9 +193,9 @@ async def test_events_in_order_without_secrets_and_auto_revoke(box: Box) -> None
 
 async def test_event_queries_are_validated(box: Box) -> None:
     for query in ["after=x", "wait_s=-1", "wait_s=61", "wait_s=nan"]:
-        with pytest.raises(Exception) as info:
+        with pytest.raises(ProxyError) as info:
             await box.client._request("GET", f"/v1/events?{query}")
-        assert getattr(info.value, "code", "") == "invalid_request"
+        assert (info.value.status, info.value.code) == (400, "invalid_request")
 
 
 def test_placeholders_are_shaped_like_the_credential() -> None:
