@@ -45,12 +45,15 @@ async def github_behind_proxy(
     allow: Sequence[str] = GITHUB_HOSTS,
     proxy_allow: Sequence[str] = GITHUB_HOSTS,
     github_app: bool = False,
+    store: str = "memory",
+    proxy_args: Sequence[str] = (),
     **github_kwargs: Any,
 ) -> AsyncIterator[GitHubBehindProxy]:
     """Start both, create ``repos`` (name -> files, or None for the default files).
 
     ``github_app``: the proxy is started with the fake's GitHub App (id, key,
-    API URL), so leases may name ``provider: "github_app"``.
+    API URL), so leases may name ``provider: "github_app"``. ``store`` and
+    ``proxy_args`` go to the proxy as they are.
     """
     async with FakeGitHub(tmp_path / "github", org=org, **github_kwargs) as gh:
         for name, files in (repos or {}).items():
@@ -73,7 +76,8 @@ async def github_behind_proxy(
             allow=list(proxy_allow),
             resolve=gh.resolve,
             upstream_ca=gh.ca_path,
-            extra_args=extra,
+            store=store,
+            extra_args=[*extra, *proxy_args],
         ) as proxy:
             pc = proxy.client()
             try:

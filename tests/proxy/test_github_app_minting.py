@@ -130,3 +130,49 @@ async def test_proxy_mints_swaps_and_answers_424(tmp_path: Path) -> None:
         assert [lease.lease_id for lease in await w.pc.list_leases(w.session.session_id)] == ["l1"]
         for path in w.proxy.written_files():
             assert minted not in path.read_text(errors="replace"), path
+
+
+async def test_minted_tokens_never_reach_redis(tmp_path: Path) -> None:
+    """Plaintext Redis on purpose: a minted token stored anywhere would be visible."""
+    from tests.fakes.redis_server import redis_server_sync
+
+    with redis_server_sync() as redis:
+        await _check_redis(tmp_path, redis.url, redis.port)
+
+
+async def _check_redis(tmp_path: Path, url: str, port: int) -> None:
+    import redis as redis_sync
+
+    async with github_behind_proxy(
+        tmp_path,
+        repos={REPO: None},
+        github_app=True,
+        store=url,
+        proxy_args=["--store-plaintext"],
+    ) as w:
+        ph = github_placeholder()
+        rule = github_api_rule(github_app_replacement([REPO]), ph)
+        await w.pc.put_lease(w.session.session_id, "l1", [rule], ttl_s=300)
+        status, _, err = await curl(
+            w.env(), "-H", f"Authorization: Bearer {ph}", f"https://api.github.com/repos/{REPO}"
+        )
+        assert status == 200, err
+        minted = w.gh.mints[-1].token
+        client = redis_sync.Redis(port=port)
+        try:
+            values: list[bytes] = []
+            for key in client.scan_iter(match="*"):
+                kind = client.type(key)
+                if kind == b"string":
+                    values.append(client.get(key) or b"")
+                elif kind == b"set":
+                    values.extend(client.smembers(key))
+                elif kind == b"hash":
+                    values.extend(v for kv in client.hgetall(key).items() for v in kv)
+                elif kind == b"stream":
+                    for _, fields in client.xrange(key):
+                        values.extend(fields.values())
+        finally:
+            client.close()
+        assert any(ph.encode() in v for v in values)  # the lease is there, in clear
+        assert all(minted.encode() not in v for v in values)
