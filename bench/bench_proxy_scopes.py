@@ -33,7 +33,7 @@ from pathlib import Path
 import aiohttp
 
 from bench.proxy_rig import proxy_headers, start_proxy, start_upstream
-from bench.report import percentile, table
+from bench.report import figure, percentile, small, table
 
 CONCURRENCY = 16
 REAL = "ghs_bench_real_token_" + "x" * 20
@@ -138,6 +138,49 @@ async def _push(url: str, proxy: str, headers: dict[str, str], ca: str, auth: st
         return PUSH_MIB / (time.perf_counter() - started)
 
 
+def _decision_costs(n: int = 20_000) -> list[list[object]]:
+    """The scope decision alone, in process: what ``allow`` adds to a request's CPU time."""
+    from airlock.proxy.protocol import Allow
+    from airlock.proxy.scope.check import BodyGate, check_head
+
+    rows: list[list[object]] = []
+    for name, method, path, allow in SCENARIOS:
+        if allow is None:
+            continue
+        parsed = Allow.model_validate(allow)
+        samples: list[float] = []
+        for _ in range(n):
+            started = time.perf_counter()
+            decision = check_head(parsed, "api.github.com", method, path)
+            if isinstance(decision, BodyGate):
+                decision.feed(QUERY, True)
+            samples.append(time.perf_counter() - started)
+        rows.append(
+            [
+                name,
+                n,
+                f"{percentile(samples, 50) * 1e6:.1f}",
+                f"{percentile(samples, 99) * 1e6:.1f}",
+            ]
+        )
+    commands, _ = _push_body()
+    gate_samples: list[float] = []
+    push_allow = Allow.model_validate(
+        {"git": {"repos": ["acme/widgets"], "push_refs": ["refs/heads/agent/*"]}}
+    )
+    for _ in range(n):
+        started = time.perf_counter()
+        gate = check_head(push_allow, "github.com", "POST", "/acme/widgets.git/git-receive-pack")
+        assert isinstance(gate, BodyGate)
+        gate.feed(commands + b"PACK", False)
+        gate_samples.append(time.perf_counter() - started)
+    rows.append(
+        ["push, push_refs (command list)", n,
+         f"{percentile(gate_samples, 50) * 1e6:.1f}", f"{percentile(gate_samples, 99) * 1e6:.1f}"]
+    )  # fmt: skip
+    return rows
+
+
 def _basic(placeholder: str) -> str:
     return aiohttp.BasicAuth("x-access-token", placeholder).encode()
 
@@ -202,12 +245,41 @@ async def run(seconds: float, rounds: int, push_rounds: int) -> None:
     )
     print(table(["scenario", "n", "p50 ms", "p99 ms", "p50 vs no allow"], rows))
     print("goal: within 1.10x")
+    for i, (name, *_rest) in enumerate(SCENARIOS):
+        if i % 2:
+            base = SCENARIOS[i - 1][0]
+            figure(
+                f"swapped p50, {name}",
+                p50(name),
+                baseline=p50(base),
+                baseline_name=base,
+                target="<= 1.10x",
+            )
     print()
     base_push = statistics.median(speeds["no allow"])
     push_rows = [
         [name, PUSH_MIB, len(v), f"{statistics.median(v):.1f}", f"{statistics.median(v) / base_push:.2f}x"]
         for name, v in speeds.items()
     ]  # fmt: skip
+    print(
+        table(["scope decision, in process", "n", "p50 us", "p99 us"], _decision_costs()),
+    )
+    print()
     print(f"Push of a {PUSH_MIB} MiB body to git-receive-pack (median of interleaved rounds)")
     print(table(["rule", "MiB", "rounds", "MiB/s", "vs no allow"], push_rows))
     print("goal: push_refs >= 0.90x")
+    figure(
+        f"{PUSH_MIB} MiB push, push_refs",
+        statistics.median(speeds["push_refs"]),
+        unit="MiB/s",
+        baseline=base_push,
+        baseline_name="no allow",
+        target=">= 0.90x",
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench`` entry: a shorter run at small scale."""
+    seconds = float(os.environ.get("BENCH_SECONDS", 3 if small() else 9))
+    rounds = 2 if small() else 3
+    asyncio.run(run(seconds, rounds, rounds))

@@ -123,6 +123,18 @@ def render(rule: LeaseRule, token: str) -> str:
     return "Basic " + base64.b64encode(raw).decode()
 
 
+def _small_body(request: http.Request, bound: int) -> bool:
+    """A declared Content-Length within ``bound`` (mitmproxy then reads the body whole)."""
+    declared = request.headers.get_all("content-length")
+    return (
+        len(declared) == 1
+        and declared[0].isdigit()
+        and int(declared[0]) <= bound
+        and "transfer-encoding" not in request.headers
+        and not request.stream
+    )
+
+
 # Sessions whose scrub map is kept (most recently used first out): a bound on
 # memory, not on correctness of a live connection (it keeps its map).
 MAX_SESSION_MAPS = 50_000
@@ -273,7 +285,10 @@ class Swap:
         flow.metadata[BODY_GATE] = self._gate(
             flow, gates, actions, sid, ",".join(sorted(leases)), host
         )
-        flow.request.stream = True
+        if not _small_body(flow.request, min(g.bound for g in gates)):
+            # Held and fed in bounded steps by airlock.proxy.mitm (install_body_gate);
+            # a small declared body is read whole by mitmproxy and judged in ``request``.
+            flow.request.stream = True
 
     def request(self, flow: http.HTTPFlow) -> None:
         """A gated request whose body mitmproxy read whole (small, or no body at all)."""

@@ -22,6 +22,7 @@ from tests.fakes.github_proxy import GitHubBehindProxy, github_behind_proxy
 pytestmark = pytest.mark.asyncio
 REPO = "acme/widgets"
 OTHER = "acme/other"
+CHUNKED = ("-c", "http.postBuffer=65536", "-c", "http.version=HTTP/1.1")
 
 
 async def git(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str]:
@@ -82,14 +83,26 @@ async def test_push_policy_through_real_git(tmp_path: Path) -> None:
         assert await w.gh.head_sha(REPO, "agent/fix") == head.strip()
         assert token not in out
 
+        # A pack larger than git's post buffer goes chunked: the command list is
+        # held and judged while the rest streams (airlock.proxy.mitm's body gate).
+        # HTTP/1.1 towards the proxy, as the contract has it for intercepted
+        # tunnels (an HTTP/2 request without a length is relayed without one).
+        (work / "big.bin").write_bytes(os.urandom(400_000))
+        await git(env, work, "add", "big.bin")
+        await git(env, work, "commit", "-q", "-m", "big")
+        _, big_head = await git(env, work, "rev-parse", "HEAD")
+        rc, out = await git(env, work, *CHUNKED, "push", "origin", "agent/fix")
+        assert rc == 0, out
+        assert await w.gh.head_sha(REPO, "agent/fix") == big_head.strip()
+
         bare = w.gh.repo_path(REPO)
         await w.gh.git(REPO, "config", "receive.advertisePushOptions", "true")
         before = refs_snapshot(bare)
-        swaps_before = sum(1 for e in w.proxy.audit_events() if e.get("event") == "swap")
 
         # Refused: main, a deletion, a push option; nothing changes upstream.
         for args, needle in [
             (("push", "origin", "HEAD:refs/heads/main"), "refs/heads/main"),
+            ((*CHUNKED, "push", "origin", "HEAD:refs/heads/main"), "refs/heads/main"),
             (("push", "origin", "--delete", "agent/fix"), "deleting refs/heads/agent/fix"),
             (("push", "-o", "ci.skip", "origin", "HEAD:refs/heads/agent/other"), "push options"),
         ]:
@@ -100,22 +113,22 @@ async def test_push_policy_through_real_git(tmp_path: Path) -> None:
             assert refs_snapshot(bare) == before, args
             refusals = audit_refusals(w)
             assert any(needle in str(e.get("detail")) for e in refusals), (needle, refusals)
-        swaps_after = sum(1 for e in w.proxy.audit_events() if e.get("event") == "swap")
-        # Ref discovery (GET info/refs) before each push is allowed and swapped;
-        # the refused POSTs themselves are not.
+        # Every receive-pack POST that reached github.com was an allowed, swapped
+        # one (the pushes, and git's empty "0000" probe before a chunked push);
+        # the four refused ones never left the proxy.
         receive_posts = [
             e
             for e in w.proxy.audit_events()
             if e.get("event") == "swap" and str(e.get("path", "")).endswith("git-receive-pack")
         ]
-        assert swaps_after > swaps_before
-        assert all(e["path"].endswith("git-receive-pack") for e in receive_posts)
-        assert len(receive_posts) == 1  # only the allowed push's POST was swapped
-        # ... and only that one reached github.com at all.
         upstream_posts = [
             r for r in w.gh.requests if r.method == "POST" and r.path.endswith("git-receive-pack")
         ]
-        assert len(upstream_posts) == 1, upstream_posts
+        assert len(upstream_posts) == len(receive_posts), (upstream_posts, receive_posts)
+        refused_posts = [
+            e for e in audit_refusals(w) if str(e.get("path", "")).endswith("git-receive-pack")
+        ]
+        assert len(refused_posts) == 4, refused_posts
 
         # Refused: another repository, even though the real token could read it.
         other = f"https://x-access-token:{placeholder}@github.com/{OTHER}.git"

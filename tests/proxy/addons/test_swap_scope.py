@@ -72,8 +72,10 @@ def test_graphql_is_held_until_the_body_decides(ctx: ProxyContext) -> None:
     lease(ctx, ALLOW)
     swap = Swap(ctx)
     allowed = flow_for(ctx, "POST", "/graphql")
+    allowed.request.headers["content-length"] = "64"
     asyncio.run(swap.requestheaders(allowed))
-    assert allowed.request.stream and BODY_GATE in allowed.metadata
+    # A small declared body is read whole by mitmproxy: decided in ``request``.
+    assert not allowed.request.stream and BODY_GATE in allowed.metadata
     assert allowed.request.headers["authorization"] == f"Bearer {PLACEHOLDER}"  # not yet
     allowed.request.content = json.dumps({"query": "{ viewer { login } }"}).encode()
     swap.request(allowed)  # mitmproxy read the (small) body whole
@@ -81,7 +83,10 @@ def test_graphql_is_held_until_the_body_decides(ctx: ProxyContext) -> None:
     assert allowed.request.headers["authorization"] == f"Bearer {REAL}"
 
     refused = flow_for(ctx, "POST", "/graphql")
+    del refused.request.headers["content-length"]
+    refused.request.headers["transfer-encoding"] = "chunked"
     asyncio.run(swap.requestheaders(refused))
+    assert refused.request.stream  # held and fed in steps (airlock.proxy.mitm)
     gate = refused.metadata.pop(BODY_GATE)
     body = json.dumps({"query": "mutation { x }"}).encode()
     assert gate(body[:5], False) is None
