@@ -13,6 +13,7 @@ anonymous ``{ ... }`` is a query.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,15 +42,10 @@ class Operation:
     name: str | None
 
 
-def _ops_of_request(item: Any) -> list[Operation]:
-    if not isinstance(item, dict):
-        raise GraphQLRefused("each GraphQL request must be a JSON object")
-    query = item.get("query")
-    if not isinstance(query, str):
-        raise GraphQLRefused("the GraphQL request has no 'query' string")
-    selected = item.get("operationName")
-    if selected is not None and not isinstance(selected, str):
-        raise GraphQLRefused("'operationName' must be a string")
+@functools.lru_cache(maxsize=1024)
+def _document_operations(query: str) -> tuple[Operation, ...]:
+    """The operations a query document defines (cached: clients repeat their queries,
+    and the parse allocates enough to cost the proxy garbage collections)."""
     try:
         document = parse(query, no_location=True, max_tokens=_MAX_TOKENS)
     except (GraphQLError, RecursionError):
@@ -63,12 +59,25 @@ def _ops_of_request(item: Any) -> list[Operation]:
             ops.append(Operation(definition.operation.value, name))
     if not ops:
         raise GraphQLRefused("the GraphQL document has no operation")
+    return tuple(ops)
+
+
+def _ops_of_request(item: Any) -> list[Operation]:
+    if not isinstance(item, dict):
+        raise GraphQLRefused("each GraphQL request must be a JSON object")
+    query = item.get("query")
+    if not isinstance(query, str):
+        raise GraphQLRefused("the GraphQL request has no 'query' string")
+    selected = item.get("operationName")
+    if selected is not None and not isinstance(selected, str):
+        raise GraphQLRefused("'operationName' must be a string")
+    ops = _document_operations(query)
     if selected:
         chosen = [op for op in ops if op.name == selected]
         if not chosen:
             raise GraphQLRefused(f"operation {selected!r} is not in the document")
         return chosen
-    return ops
+    return list(ops)
 
 
 class _DuplicateKey(ValueError):
