@@ -42,10 +42,26 @@ class Operation:
     name: str | None
 
 
-@functools.lru_cache(maxsize=1024)
+# Documents up to this size are cached (1,024 of them: at most 16 MiB of keys);
+# a hostile sandbox cannot grow the cache with 1 MiB bodies.
+_CACHED_QUERY_MAX = 16 * 1024
+
+
 def _document_operations(query: str) -> tuple[Operation, ...]:
-    """The operations a query document defines (cached: clients repeat their queries,
-    and the parse allocates enough to cost the proxy garbage collections)."""
+    """The operations a query document defines (cached when small: clients repeat
+    their queries, and the parse allocates enough to cost the proxy garbage
+    collections)."""
+    if len(query) <= _CACHED_QUERY_MAX:
+        return _cached_operations(query)
+    return _parse_operations(query)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_operations(query: str) -> tuple[Operation, ...]:
+    return _parse_operations(query)
+
+
+def _parse_operations(query: str) -> tuple[Operation, ...]:
     try:
         document = parse(query, no_location=True, max_tokens=_MAX_TOKENS)
     except (GraphQLError, RecursionError):
