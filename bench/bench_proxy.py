@@ -431,7 +431,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--download-only", action="store_true", help="only the download table ((a) and (b))"
     )
+    parser.add_argument(
+        "--scopes",
+        action="store_true",
+        help="only the lease-scope table (allow vs none, push_refs vs none)",
+    )
     args = parser.parse_args(argv if argv is not None else [])
+    if args.scopes:
+        from bench import bench_proxy_scopes
+
+        asyncio.run(bench_proxy_scopes.run(args.seconds, args.rounds, args.rounds))
+        return
     asyncio.run(
         run(
             args.seconds,

@@ -34,6 +34,7 @@ from tests.fakes.tls import TestCA
 
 DOWNLOAD_BLOCK = 1 << 20
 HOST = "api.github.com"
+GIT_HOST = "github.com"
 
 
 def serve_upstream(cert: str, key: str, port: int) -> None:
@@ -65,9 +66,17 @@ def serve_upstream(cert: str, key: str, port: int) -> None:
         await resp.write_eof()
         return resp
 
+    async def sink(request: web.Request) -> web.Response:
+        """Any POST (GraphQL, a git push): read the body as it streams, answer its size."""
+        size = 0
+        async for chunk in request.content.iter_any():
+            size += len(chunk)
+        return web.Response(text=str(size))
+
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
-    app = web.Application()
+    app = web.Application(client_max_size=1 << 30)
+    app.router.add_post("/{tail:.*}", sink)
     app.router.add_get("/download", download)
     app.router.add_get("/whoami", whoami)
     app.router.add_get("/{tail:.*}", hello)
@@ -82,7 +91,7 @@ def auth_digest(value: str) -> str:
 async def start_upstream(stack: ExitStack, work: Path) -> tuple[int, TestCA]:
     """The upstream subprocess (stopped by ``stack``): its port and the CA its leaf is from."""
     ca = TestCA(work / "ca")
-    leaf = ca.issue(HOST, "localhost")
+    leaf = ca.issue(HOST, GIT_HOST, "localhost")
     port = free_port()
     upstream = subprocess.Popen(
         [sys.executable, "-m", "bench.proxy_rig",
@@ -101,7 +110,10 @@ def start_proxy(
     tmp = Path(tempfile.mkdtemp(prefix="al-bench-", dir=work))
     return stack.enter_context(
         proxy_process(
-            tmp, resolve=[f"{HOST}:443:127.0.0.1:{up_port}"], upstream_ca=ca_path, store=store
+            tmp,
+            resolve=[f"{HOST}:443:127.0.0.1:{up_port}", f"{GIT_HOST}:443:127.0.0.1:{up_port}"],
+            upstream_ca=ca_path,
+            store=store,
         )
     )
 

@@ -23,6 +23,9 @@ _EXPORTS: dict[str, str] = {
     "github_api_rule": "airlock.client.leases",
     "github_rules": "airlock.client.leases",
     "vercel_rules": "airlock.client.leases",
+    "github_placeholder": "airlock.client.leases",
+    "vercel_placeholder": "airlock.client.leases",
+    "github_app_replacement": "airlock.client.leases",
     "ProxyClient": "airlock.client.proxy",
     "ProxyError": "airlock.client.proxy",
     "GitHubAppProvider": "airlock.client.providers",
@@ -70,7 +73,10 @@ __all__ = [
     "authenticate_vercel",
     "git_basic_rule",
     "github_api_rule",
+    "github_app_replacement",
+    "github_placeholder",
     "github_rules",
+    "vercel_placeholder",
     "vercel_rules",
 ]
 
@@ -79,7 +85,15 @@ if TYPE_CHECKING:
     from airlock.client.delivery import authenticate_github, authenticate_vercel
     from airlock.client.errors import CallTimeout, ClientError, DaemonUnavailable, ToolError
     from airlock.client.github import GitHubShell
-    from airlock.client.leases import git_basic_rule, github_api_rule, github_rules, vercel_rules
+    from airlock.client.leases import (
+        git_basic_rule,
+        github_api_rule,
+        github_app_replacement,
+        github_placeholder,
+        github_rules,
+        vercel_placeholder,
+        vercel_rules,
+    )
     from airlock.client.providers import (
         CommandTokenProvider,
         CredentialError,

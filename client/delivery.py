@@ -13,6 +13,10 @@ deploy``, a long agent session using ``gh`` directly). Two deliveries:
   token (mode 0600). This is said plainly in the returned ``warning`` and in the
   log: anything running in the sandbox can then read and send the token anywhere.
 
+Placeholders are shaped like the credential (see :mod:`airlock.client.leases`):
+the ``vercel`` CLI refuses a ``--token`` containing ``-``, and other clients
+check a GitHub token's prefix.
+
 Files are written through the sandbox with the secret on stdin (never in argv),
 under ``umask 077``; the git include is registered with ``git config --global
 --add include.path`` so an existing ``~/.gitconfig`` is kept.
@@ -26,10 +30,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from airlock.client.github.redact import basic_credential
+from airlock.client.leases import github_placeholder, github_rules, vercel_placeholder, vercel_rules
 from airlock.client.providers.base import IssuedToken
 from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import Sandbox
-from airlock.proxy.protocol import LeaseRule, Replacement
+from airlock.proxy.protocol import LeaseRule
 
 log = logging.getLogger(__name__)
 
@@ -161,21 +166,8 @@ async def authenticate_github(
     real = _token_value(token)
     lease_id: str | None = None
     if delivery == "firewall":
-        value = placeholder or f"airlock-gh-{uuid.uuid4()}"
-        rules = [
-            LeaseRule(
-                host=api_host,
-                placeholder=value,
-                schemes=["token", "bearer"],
-                replace=Replacement(scheme="bearer", token=real),
-            ),
-            LeaseRule(
-                host=git_host,
-                placeholder=value,
-                schemes=["basic"],
-                replace=Replacement(scheme="basic", token=real),
-            ),
-        ]
+        value = placeholder or github_placeholder()
+        rules = github_rules(real, value, api_host=api_host, git_host=git_host)
         lease_id = await _install_lease(session, rules, ttl_s, "github")
     elif delivery == "command":
         value = real
@@ -225,16 +217,8 @@ async def authenticate_vercel(
     real = _token_value(token)
     lease_id: str | None = None
     if delivery == "firewall":
-        value = placeholder or f"airlock-vercel-{uuid.uuid4()}"
-        rules = [
-            LeaseRule(
-                host=host,
-                placeholder=value,
-                schemes=["bearer"],
-                replace=Replacement(scheme="bearer", token=real),
-            )
-            for host in hosts
-        ]
+        value = placeholder or vercel_placeholder()
+        rules = vercel_rules(real, value, hosts=hosts)
         lease_id = await _install_lease(session, rules, ttl_s, "vercel")
     elif delivery == "command":
         value = real

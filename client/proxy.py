@@ -23,6 +23,8 @@ from pydantic import BaseModel, ValidationError
 from airlock.client import tracing
 from airlock.client.errors import ClientError
 from airlock.proxy.protocol import (
+    Event,
+    EventList,
     Health,
     LeaseInfo,
     LeaseList,
@@ -191,7 +193,7 @@ class ProxyClient:
         data = await self._request(
             "PUT",
             f"/v1/sessions/{_seg(session_id)}/leases/{_seg(lease_id)}",
-            body.model_dump(mode="json"),
+            body.model_dump(mode="json", exclude_none=True),
         )
         return LeaseInfo.model_validate(data)
 
@@ -201,6 +203,29 @@ class ProxyClient:
     async def list_leases(self, session_id: str) -> list[LeaseInfo]:
         data = await self._request("GET", f"/v1/sessions/{_seg(session_id)}/leases")
         return LeaseList.model_validate(data).leases
+
+    async def events_page(
+        self, session_id: str | None = None, *, after: int = 0, wait_s: float = 0.0
+    ) -> EventList:
+        """One long poll: events after ``after`` (of one session, or of all when None)."""
+        path = "/v1/events" if session_id is None else f"/v1/sessions/{_seg(session_id)}/events"
+        query = f"?after={int(after)}&wait_s={float(wait_s):g}"
+        return EventList.model_validate(await self._request("GET", path + query))
+
+    async def events(
+        self, session_id: str | None = None, *, after: int = 0, wait_s: float = 25.0
+    ) -> AsyncIterator[Event]:
+        """Every event from ``after`` on, as it happens (an endless async iterator).
+
+        Long polls with ``wait_s`` (keep it under the client timeout); stop by
+        breaking out of the ``async for`` or cancelling the task.
+        """
+        wait_s = min(wait_s, max(self._timeout.total or 30.0, 1.0) - 0.5)
+        while True:
+            page = await self.events_page(session_id, after=after, wait_s=wait_s)
+            for event in page.events:
+                yield event
+            after = page.next
 
     @contextlib.asynccontextmanager
     async def lease(

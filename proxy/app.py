@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -48,7 +49,9 @@ from airlock.proxy.audit import AuditLog
 from airlock.proxy.config import ConfigError, ProxyConfig, read_control_token
 from airlock.proxy.context import ProxyContext
 from airlock.proxy.control import ControlAPI
+from airlock.proxy.credentials import Credentials, GitHubAppMinter
 from airlock.proxy.egress import Egress
+from airlock.proxy.events import EventLog, EventTap, MemoryEvents, RedisEvents, TappedAudit
 from airlock.proxy.expiry import ExpiryWatcher
 from airlock.proxy.metrics import Metrics
 from airlock.proxy.reaper import SessionReaper
@@ -70,6 +73,32 @@ def make_store(url: str, key_file: Path | None = None) -> Store:
         sealer = Sealer.from_file(key_file) if key_file is not None else None
         return RedisStore(url, sealer=sealer)
     raise ValueError(f"--store: expected 'memory' or redis://..., got {url!r}")
+
+
+def make_events(url: str, key_file: Path | None = None) -> EventLog:
+    """Events in this process (memory store) or in the shared Redis (see proxy/events.py)."""
+    if url == "memory":
+        return MemoryEvents()
+    import redis.asyncio as aioredis
+
+    from airlock.proxy.store.crypto import Sealer
+
+    sealer = Sealer.from_file(key_file) if key_file is not None else None
+    return RedisEvents(aioredis.Redis.from_url(url, socket_connect_timeout=1.0), sealer=sealer)
+
+
+def make_credentials(config: ProxyConfig, trust: Path) -> Credentials:
+    """The GitHub App minter when ``--github-app-id`` is given (upstream trust applies)."""
+    if config.github_app_id is None or config.github_app_key_file is None:
+        return Credentials()
+    context = ssl.create_default_context(cafile=str(trust))
+    minter = GitHubAppMinter(
+        config.github_app_id,
+        config.github_app_key_file.read_bytes(),
+        config.github_api_url,
+        ssl_context=context,
+    )
+    return Credentials(minter)
 
 
 def _trust_bundle(state_dir: Path, upstream_ca: Path | None) -> Path:
@@ -183,7 +212,10 @@ class ProxyServer:
         config = self.config
         ca, confdir, trust = await asyncio.to_thread(_prepare_state, config)
         store = make_store(config.store_url, config.store_key_file)
-        audit = AuditLog(config.audit_path, sample_per_minute=config.refusal_audit_per_minute)
+        audit = TappedAudit(config.audit_path, sample_per_minute=config.refusal_audit_per_minute)
+        events = make_events(config.store_url, config.store_key_file)
+        audit.taps.append(EventTap(events))
+        await events.start()
         ctx = ProxyContext(
             config=config,
             store=store,
@@ -192,7 +224,10 @@ class ProxyServer:
             connections=Connections(),
             egress=Egress(config),
             expiry=ExpiryWatcher(store, audit),
+            credentials=make_credentials(config, trust),
+            events=events,
         )
+        mitm.install_body_gate()
         opts = Options(
             listen_host=config.listen_host,
             listen_port=config.listen_port,
@@ -278,6 +313,7 @@ class ProxyServer:
                 with contextlib.suppress(FileNotFoundError):
                     config.control.path.unlink()
             await store.close()
+            await events.close()
             audit.write("proxy_stopped")
             audit.close()
         # mitmproxy exits cleanly even when it could not bind: report that.

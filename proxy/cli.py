@@ -87,6 +87,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the Redis store without encryption at rest (a deliberate choice)",
     )
+    scopes = p.add_argument_group("least privilege")
+    scopes.add_argument(
+        "--on-exfiltration",
+        choices=("revoke", "refuse"),
+        default="revoke",
+        help="on a placeholder sent where its lease does not reach: revoke every lease of "
+        "the session (default) or only refuse the request",
+    )
+    scopes.add_argument("--github-app-id", help="GitHub App id for provider-backed leases")
+    scopes.add_argument(
+        "--github-app-key-file", type=Path, help="the GitHub App's private key (PEM)"
+    )
+    scopes.add_argument(
+        "--github-api-url",
+        default="https://api.github.com",
+        help="GitHub API base URL for minting (GHES: https://HOST/api/v3)",
+    )
     limits = p.add_argument_group("limits")
     limits.add_argument(
         "--max-head-bytes", type=int, default=65536, help="request head size limit (431 beyond)"
@@ -176,6 +193,24 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
                 Sealer.from_file(key_file)
             except KeyFileError as exc:
                 raise ConfigError(str(exc)) from None
+    app_key: Path | None = args.github_app_key_file
+    if (args.github_app_id is None) != (app_key is None):
+        raise ConfigError("--github-app-id and --github-app-key-file go together")
+    if app_key is not None:
+        app_key = app_key if app_key.is_absolute() else cwd / app_key
+        if not app_key.is_file():
+            raise ConfigError(f"--github-app-key-file: no such file {app_key}")
+        from airlock.client.providers.jwt import load_private_key
+
+        try:
+            load_private_key(app_key.read_bytes())
+        except (ValueError, TypeError, OSError):
+            raise ConfigError(
+                f"--github-app-key-file {app_key}: not an unencrypted RSA private key (PEM); "
+                "download the key from the GitHub App's settings"
+            ) from None
+    if not str(args.github_api_url).startswith("https://"):
+        raise ConfigError("--github-api-url: expected https://...")
     _positive("--max-head-bytes", args.max_head_bytes)
     _positive("--head-timeout", args.head_timeout)
     _positive("--idle-timeout", args.idle_timeout)
@@ -206,6 +241,10 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
         session_rate=args.session_rate,
         session_burst=args.session_burst,
         refusal_audit_per_minute=args.refusal_audit_per_minute,
+        on_exfiltration=args.on_exfiltration,
+        github_app_id=args.github_app_id,
+        github_app_key_file=app_key,
+        github_api_url=str(args.github_api_url).rstrip("/"),
     )
 
 

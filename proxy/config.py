@@ -65,6 +65,11 @@ class ProxyConfig:
     session_check_s: float = 1.0
     # Refusals of unauthenticated or rate-limited traffic written per reason and minute.
     refusal_audit_per_minute: int = 60
+    # Least privilege per command (docs/proxy.md, "Lease scopes").
+    on_exfiltration: Literal["revoke", "refuse"] = "revoke"
+    github_app_id: str | None = None
+    github_app_key_file: Path | None = None
+    github_api_url: str = "https://api.github.com"
 
     @property
     def audit_path(self) -> Path:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mitmproxy import http
 
 from airlock.proxy.audit import AuditLog
 from airlock.proxy.config import ProxyConfig
+from airlock.proxy.credentials import Credentials
 from airlock.proxy.egress import Egress
+from airlock.proxy.events import EventLog, MemoryEvents
 from airlock.proxy.expiry import ExpiryWatcher
 from airlock.proxy.metrics import Metrics
 from airlock.proxy.state import Connections
@@ -28,6 +30,8 @@ class ProxyContext:
     connections: Connections
     egress: Egress
     expiry: ExpiryWatcher
+    credentials: Credentials = field(default_factory=Credentials)
+    events: EventLog = field(default_factory=MemoryEvents)
 
     def refuse(
         self,

@@ -21,14 +21,18 @@ from pydantic import BaseModel, ValidationError
 
 from airlock import __version__
 from airlock.proxy.context import ProxyContext
+from airlock.proxy.credentials import CredentialUnavailable
 from airlock.proxy.metrics import CONTENT_TYPE_LATEST
 from airlock.proxy.openapi import openapi_document
 from airlock.proxy.protocol import (
     ERROR_STATUS,
+    MAX_EVENT_WAIT_S,
+    EventList,
     Health,
     LeaseInfo,
     LeaseList,
     LeasePut,
+    LeaseRuleInfo,
     SessionCreate,
     SessionInfo,
     is_valid_id,
@@ -100,7 +104,23 @@ def _id(request: web.Request, name: str) -> str:
 
 
 def _lease_info(lease: LeaseRecord) -> LeaseInfo:
-    return LeaseInfo(lease_id=lease.lease_id, hosts=lease.hosts, expires_at=_ts(lease.expires_at))
+    rules = [LeaseRuleInfo(host=r.host, header=r.header, allow=r.allow) for r in lease.rules]
+    return LeaseInfo(
+        lease_id=lease.lease_id, hosts=lease.hosts, expires_at=_ts(lease.expires_at), rules=rules
+    )
+
+
+def _query_number(request: web.Request, name: str, default: float, top: float) -> float:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ApiError("invalid_request", f"{name} must be a number") from None
+    if not 0 <= value <= top or value != value:
+        raise ApiError("invalid_request", f"{name} must be between 0 and {top:g}")
+    return value
 
 
 class ControlAPI:
@@ -128,6 +148,8 @@ class ControlAPI:
         r.add_get("/v1/sessions/{sid}/leases", self.list_leases)
         r.add_put("/v1/sessions/{sid}/leases/{lid}", self.put_lease)
         r.add_delete("/v1/sessions/{sid}/leases/{lid}", self.delete_lease)
+        r.add_get("/v1/sessions/{sid}/events", self.session_events)
+        r.add_get("/v1/events", self.all_events)
         return app
 
     def _authorized(self, request: web.Request) -> bool:
@@ -256,6 +278,19 @@ class ControlAPI:
         session = await self.ctx.store.get_session(sid)
         if session is None:
             raise ApiError("session_not_found", f"no session {sid}")
+        for rule in body.rules:
+            if rule.replace.provider is None:
+                continue
+            # Minted before anything is stored: a lease whose credential cannot
+            # be had never becomes live (the token stays in this replica's memory).
+            try:
+                await self.ctx.credentials.token_for(rule.replace)
+            except CredentialUnavailable as exc:
+                if exc.reason == "not_configured":
+                    raise ApiError("invalid_request", exc.message) from None
+                raise ApiError(
+                    "credential_unavailable", f"{rule.host}: {exc.reason}: {exc.message}"
+                ) from None
         expires_at = min(now() + body.ttl_s, session.expires_at)
         record = LeaseRecord(
             session_id=sid,
@@ -280,6 +315,21 @@ class ControlAPI:
             trace_id=record.trace_id,
         )
         return _json(_lease_info(record))
+
+    async def _events(self, request: web.Request, session: str | None) -> web.Response:
+        after = int(_query_number(request, "after", 0, 2**62))
+        wait_s = _query_number(request, "wait_s", 0, MAX_EVENT_WAIT_S)
+        events, nxt = await self.ctx.events.read(after, session, wait_s)
+        return _json(EventList(events=events, next=nxt))
+
+    async def session_events(self, request: web.Request) -> web.Response:
+        """Long poll of one session's events (``after``, ``wait_s`` up to 60)."""
+        sid = _id(request, "sid")
+        return await self._events(request, sid)
+
+    async def all_events(self, request: web.Request) -> web.Response:
+        """Long poll of every session's events."""
+        return await self._events(request, None)
 
     async def delete_lease(self, request: web.Request) -> web.Response:
         sid = _id(request, "sid")

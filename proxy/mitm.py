@@ -28,6 +28,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -36,7 +37,13 @@ from typing import Any
 from h11._receivebuffer import ReceiveBuffer
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy import server as mitm_server
-from mitmproxy.proxy.layers.http import _http1
+from mitmproxy.proxy.layers.http import HttpStream, _http1
+from mitmproxy.proxy.layers.http._events import (
+    RequestData,
+    RequestEndOfMessage,
+    RequestTrailers,
+)
+from mitmproxy.proxy.layers.http._hooks import HttpRequestHook, HttpResponseHeadersHook
 
 log = logging.getLogger("airlock.proxy.mitm")
 
@@ -220,3 +227,87 @@ def install_head_guard(guard: HeadGuard) -> None:
 def uninstall_head_guard() -> None:
     global _guard
     _guard = None
+
+
+# -- Holding a request body until a scope gate decides -------------------------
+#
+# A lease scope that needs the start of a body (a GraphQL document, a git
+# push's command list) must decide before anything goes upstream: mitmproxy
+# sends a streamed request's headers the moment streaming starts. With a gate
+# in ``flow.metadata[BODY_GATE]`` (set by the swap concern in
+# ``requestheaders``, together with ``flow.request.stream = True``),
+# ``HttpStream.start_request_stream`` instead holds the body and feeds the
+# gate; when it says yes the upstream connection opens and the held bytes go
+# first, then the rest streams on as before; when it says no, ``flow.response``
+# (set by the gate's caller) is answered once the client has finished sending,
+# and the held and later bytes are dropped. Memory is bounded by the gate's
+# bound (64 KiB for a push, 1 MiB for GraphQL).
+
+BODY_GATE = "airlock_body_gate"
+# (data, end) -> True: forward, False: refused (flow.response set), None: more.
+BodyGateFn = Callable[[bytes, bool], "bool | None"]
+
+_original_start: Callable[..., Any] | None = None
+
+
+def _finish_refused(stream: Any) -> Generator[Any, Any, None]:
+    stream.flow.request.timestamp_end = time.time()
+    stream.client_state = stream.state_done
+    yield HttpRequestHook(stream.flow)
+    if (yield from stream.check_killed(True)):
+        return
+    stream.flow.response.timestamp_start = time.time()
+    yield HttpResponseHeadersHook(stream.flow)
+    if (yield from stream.check_killed(True)):
+        return
+    yield from stream.send_response()
+
+
+def _gated_start(self: Any) -> Generator[Any, Any, None]:
+    assert _original_start is not None
+    gate: BodyGateFn | None = self.flow.metadata.pop(BODY_GATE, None)
+    if gate is None:
+        yield from _original_start(self)
+        return
+    held = bytearray()
+
+    def discard(event: events.Event) -> Generator[Any, Any, None]:
+        if isinstance(event, RequestEndOfMessage):
+            yield from _finish_refused(self)
+
+    def hold(event: events.Event) -> Generator[Any, Any, None]:
+        if isinstance(event, RequestTrailers):
+            self.flow.request.trailers = event.trailers
+            return
+        end = isinstance(event, RequestEndOfMessage)
+        data = event.data if isinstance(event, RequestData) else b""
+        held.extend(data)
+        decision = gate(data, end)
+        if decision is None:
+            return
+        if decision is False:
+            held.clear()
+            self.client_state = discard
+            if end:
+                yield from _finish_refused(self)
+            return
+        yield from _original_start(self)
+        if self.client_state != self.state_stream_request_body:
+            return  # the upstream connection failed; mitmproxy answered
+        if held:
+            yield from self.state_stream_request_body(RequestData(self.stream_id, bytes(held)))
+            held.clear()
+        if end:
+            yield from self.state_stream_request_body(event)
+
+    self.client_state = hold
+    return
+    yield  # a generator, like the method it replaces
+
+
+def install_body_gate() -> None:
+    """Make ``start_request_stream`` honour :data:`BODY_GATE` (idempotent, process-wide)."""
+    global _original_start
+    if _original_start is None:
+        _original_start = HttpStream.start_request_stream
+        HttpStream.start_request_stream = _gated_start  # type: ignore[method-assign]

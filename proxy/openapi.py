@@ -15,7 +15,9 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from airlock.proxy.protocol import (
+    MAX_EVENT_WAIT_S,
     ErrorBody,
+    EventList,
     Health,
     LeaseInfo,
     LeaseList,
@@ -34,6 +36,7 @@ _DESCRIPTIONS = {
     405: "method not allowed on this route",
     409: "the session exists, or a placeholder belongs to another live lease",
     413: "the request body is over 1 MiB",
+    424: "credential_unavailable: a provider-backed credential could not be minted",
     503: "the session store is unavailable",
 }
 
@@ -71,6 +74,16 @@ def openapi_document(version: str) -> dict[str, Any]:
             "required": True,
             "content": {"application/json": {"schema": _schema(model, defs)}},
         }
+
+    events = _schema(EventList, defs)
+    event_query: list[dict[str, Any]] = [
+        {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+        {
+            "name": "wait_s",
+            "in": "query",
+            "schema": {"type": "number", "minimum": 0, "maximum": MAX_EVENT_WAIT_S},
+        },
+    ]
 
     session_view = {
         "type": "object",
@@ -166,13 +179,35 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "requestBody": body(LeasePut),
                 "responses": {
                     "200": _json("installed", _schema(LeaseInfo, defs)),
-                    **errors(400, 404, 409, 413, 503),
+                    **errors(400, 404, 409, 413, 424, 503),
                 },
             },
             "delete": {
                 "operationId": "delete_lease",
                 "summary": "Remove a lease (idempotent).",
                 "responses": {"204": {"description": "gone"}, **errors(400, 503)},
+            },
+        },
+        "/v1/sessions/{sid}/events": {
+            "parameters": [*ids("sid"), *event_query],
+            "get": {
+                "operationId": "session_events",
+                "summary": "Long poll of one session's events after seq `after`.",
+                "responses": {
+                    "200": _json("events (possibly none) and the next cursor", events),
+                    **errors(400, 503),
+                },
+            },
+        },
+        "/v1/events": {
+            "parameters": event_query,
+            "get": {
+                "operationId": "all_events",
+                "summary": "Long poll of every session's events after seq `after`.",
+                "responses": {
+                    "200": _json("events (possibly none) and the next cursor", events),
+                    **errors(400, 503),
+                },
             },
         },
     }

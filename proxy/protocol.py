@@ -14,17 +14,23 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "ERROR_STATUS",
+    "Allow",
     "ErrorBody",
     "ErrorDetail",
+    "Event",
+    "EventList",
+    "GitAllow",
+    "GraphQLAllow",
     "Health",
     "LeaseInfo",
     "LeaseList",
     "LeasePut",
     "LeaseRule",
+    "LeaseRuleInfo",
     "Replacement",
     "SessionCreate",
     "SessionInfo",
@@ -48,8 +54,10 @@ ERROR_STATUS: dict[str, int] = {
     "unauthorized": 401,
     "session_not_found": 404,
     "not_found": 404,
+    "lease_scope": 403,
     "session_exists": 409,
     "placeholder_in_use": 409,
+    "credential_unavailable": 424,
     "store_unavailable": 503,
     "internal": 500,
 }
@@ -84,20 +92,106 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_METHOD_RE = re.compile(r"^[A-Za-z]{1,20}$")
+_GLOB_RE = re.compile(r"^/[\x21-\x7e]{0,1023}$")
+_REF_GLOB_RE = re.compile(r"^refs/[\x21-\x7e]{1,1019}$")
+_REPO_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}/[A-Za-z0-9_.\-]{1,100}$")
+_GQL_NAME_RE = re.compile(r"^[_A-Za-z][_0-9A-Za-z]{0,127}$")
+_PERMISSION_RE = re.compile(r"^[a-z_]{1,64}$")
+
+
+class GraphQLAllow(_Model):
+    """GraphQL operations a rule allows (``POST /graphql``); subscriptions never."""
+
+    operations: list[Literal["query", "mutation"]] = Field(min_length=1, max_length=2)
+    names: list[str] | None = Field(default=None, max_length=256)
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or []:
+            if not _GQL_NAME_RE.match(name):
+                raise ValueError("operation names are GraphQL names ([_A-Za-z][_0-9A-Za-z]*)")
+        return value
+
+
+class GitAllow(_Model):
+    """git smart HTTP a rule allows: fetch from ``repos``, push to ``push_refs``."""
+
+    repos: list[str] = Field(min_length=1, max_length=64)
+    push_refs: list[str] | None = Field(default=None, max_length=64)
+    allow_delete: bool = False
+
+    @field_validator("repos")
+    @classmethod
+    def _repos(cls, value: list[str]) -> list[str]:
+        for repo in value:
+            if not _REPO_RE.match(repo):
+                raise ValueError("repos are 'owner/name'")
+        return value
+
+    @field_validator("push_refs")
+    @classmethod
+    def _refs(cls, value: list[str] | None) -> list[str] | None:
+        for ref in value or []:
+            if not _REF_GLOB_RE.match(ref):
+                raise ValueError("push_refs are globs starting with 'refs/'")
+        return value
+
+
+class Allow(_Model):
+    """What a rule's credential may do; every field narrows, none widens.
+
+    ``methods`` and ``paths`` apply to every request of the rule except GraphQL
+    requests when ``graphql`` is given (those are judged by operation); with
+    ``git`` every request must be git smart HTTP for one of its repositories.
+    """
+
+    methods: list[str] | None = Field(default=None, min_length=1, max_length=16)
+    paths: list[str] | None = Field(default=None, min_length=1, max_length=256)
+    graphql: GraphQLAllow | None = None
+    git: GitAllow | None = None
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for method in value:
+            if not _METHOD_RE.match(method):
+                raise ValueError("methods are HTTP method names such as GET")
+        return [m.upper() for m in value]
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: list[str] | None) -> list[str] | None:
+        for glob in value or []:
+            if not _GLOB_RE.match(glob) or "//" in glob or "?" in glob:
+                raise ValueError("paths are globs starting with '/' (no '//', no query)")
+        return value
+
+
 class Replacement(_Model):
     """What the proxy writes in place of the placeholder.
 
-    ``token`` is the real credential. It is never echoed back by the proxy, and
-    its ``repr`` is hidden so that it cannot leak through logs or tracebacks.
+    Either ``token`` (the real credential) or ``provider`` (the proxy mints the
+    credential itself: ``github_app`` with ``repositories`` and
+    ``permissions``). ``token`` is never echoed back by the proxy, and its
+    ``repr`` is hidden so that it cannot leak through logs or tracebacks.
     """
 
     scheme: Literal["bearer", "token", "basic"]
-    token: str = Field(min_length=1, max_length=65536, repr=False)
+    token: str | None = Field(default=None, min_length=1, max_length=65536, repr=False)
     username: str = Field(default="x-access-token", min_length=1, max_length=256)
+    provider: Literal["github_app"] | None = None
+    repositories: list[str] | None = Field(default=None, min_length=1, max_length=500)
+    permissions: dict[str, Literal["read", "write", "admin"]] | None = None
 
     @field_validator("token", "username")
     @classmethod
-    def _no_crlf(cls, value: str) -> str:
+    def _no_crlf(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         cleaned = strip_crlf(value)
         if not cleaned:
             raise ValueError("must not be empty")
@@ -110,6 +204,38 @@ class Replacement(_Model):
             raise ValueError("must not contain ':'")
         return value
 
+    @field_validator("repositories")
+    @classmethod
+    def _repositories(cls, value: list[str] | None) -> list[str] | None:
+        for repo in value or []:
+            if not _REPO_RE.match(repo):
+                raise ValueError("repositories are 'owner/name'")
+        if value and len({r.split("/")[0].lower() for r in value}) != 1:
+            raise ValueError("repositories must share one owner (one app installation)")
+        return value
+
+    @field_validator("permissions")
+    @classmethod
+    def _permissions(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name in value or {}:
+            if not _PERMISSION_RE.match(name):
+                raise ValueError("permission names are lower-case words such as contents")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Replacement:
+        if self.provider is None:
+            if self.token is None:
+                raise ValueError("give token, or provider with repositories")
+            if self.repositories is not None or self.permissions is not None:
+                raise ValueError("repositories and permissions need a provider")
+        else:
+            if self.token is not None:
+                raise ValueError("give token or provider, not both")
+            if not self.repositories:
+                raise ValueError("provider github_app needs repositories ['owner/name', ...]")
+        return self
+
 
 class LeaseRule(_Model):
     """Swap ``placeholder`` for ``replace`` in ``header`` of requests to ``host``."""
@@ -119,6 +245,7 @@ class LeaseRule(_Model):
     placeholder: str
     schemes: list[Literal["token", "bearer", "basic"]] = Field(min_length=1)
     replace: Replacement
+    allow: Allow | None = None
 
     @field_validator("host")
     @classmethod
@@ -151,12 +278,21 @@ class LeasePut(_Model):
     rules: list[LeaseRule] = Field(min_length=1, max_length=64)
 
 
+class LeaseRuleInfo(_Model):
+    """A rule as the control API shows it: where, which header, what it allows."""
+
+    host: str
+    header: str
+    allow: Allow | None = None
+
+
 class LeaseInfo(_Model):
     """Metadata of a lease: never its tokens (nor its placeholders)."""
 
     lease_id: str
     hosts: list[str]
     expires_at: datetime
+    rules: list[LeaseRuleInfo] = Field(default_factory=list)
 
 
 class LeaseList(_Model):
@@ -200,6 +336,38 @@ class Health(_Model):
     status: Literal["ok", "degraded"]
     store: str
     version: str
+
+
+class Event(BaseModel):
+    """One proxy event: ``seq`` orders them, ``type`` says what, the rest is detail.
+
+    Details are metadata (session, lease, host, reason, method, path); never a
+    token or a placeholder.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    seq: int
+    at: datetime
+    type: Literal[
+        "exfiltration_attempt",
+        "lease_scope",
+        "lease_installed",
+        "lease_removed",
+        "lease_expired",
+        "session_closed",
+        "limit",
+    ]
+    session: str | None = None
+
+
+MAX_EVENT_WAIT_S = 60.0
+"""The longest an events long poll waits for a first event (``wait_s``)."""
+
+
+class EventList(_Model):
+    events: list[Event]
+    next: int
 
 
 class ErrorDetail(_Model):

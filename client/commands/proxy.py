@@ -14,9 +14,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from airlock.client import envvars
+from airlock.client.leases import (
+    git_basic_rule,
+    github_api_rule,
+    github_app_replacement,
+    github_placeholder,
+    vercel_placeholder,
+)
 from airlock.client.proxy import ProxyClient, ProxyError
-from airlock.proxy.protocol import LeaseRule
+from airlock.proxy.protocol import Allow, LeaseRule, Replacement
 
 DEFAULT_CONTROL = "unix:.airlock/proxy.sock"
 
@@ -87,42 +96,72 @@ def _read_token(args: argparse.Namespace) -> str:
     return sys.stdin.readline().strip()
 
 
-def _rules(args: argparse.Namespace, token: str) -> list[LeaseRule]:
+def _allows(args: argparse.Namespace) -> tuple[Allow | None, Allow | None]:
+    """(HTTP allow, git allow) from the flags; ``--allow-json`` is the whole object."""
+    if args.allow_json:
+        whole = Allow.model_validate(json.loads(args.allow_json))
+        return whole, whole
+    http: dict[str, Any] = {}
+    if args.method:
+        http["methods"] = args.method
+    if args.path:
+        http["paths"] = args.path
+    if args.graphql:
+        http["graphql"] = {"operations": args.graphql.split(",")}
+    git: dict[str, Any] = {}
+    if args.git_repo:
+        git = {"git": {"repos": args.git_repo, "allow_delete": bool(args.allow_delete)}}
+        if args.push_ref:
+            git["git"]["push_refs"] = args.push_ref
+    elif args.push_ref or args.allow_delete:
+        raise ValueError("--push-ref and --allow-delete need --git-repo")
+    return (
+        Allow.model_validate(http) if http else None,
+        Allow.model_validate(git) if git else None,
+    )
+
+
+def _credential(args: argparse.Namespace) -> str | Replacement:
+    if args.github_app_repo:
+        permissions: dict[str, str] = {}
+        for item in args.github_app_permission or []:
+            name, sep, level = item.partition("=")
+            if not sep:
+                raise ValueError("--github-app-permission is NAME=read|write")
+            permissions[name] = level
+        return github_app_replacement(args.github_app_repo, permissions or None)
+    return _read_token(args)
+
+
+def _rules(args: argparse.Namespace, credential: str | Replacement) -> list[LeaseRule]:
+    http_allow, git_allow = _allows(args)
+    placeholder = args.placeholder or (
+        github_placeholder() if args.github else vercel_placeholder()
+    )
     rules: list[LeaseRule] = []
     if args.github:
+        rules.append(github_api_rule(credential, placeholder, allow=http_allow))
         rules.append(
-            LeaseRule.model_validate(
-                {
-                    "host": "api.github.com",
-                    "placeholder": args.placeholder,
-                    "schemes": ["token", "bearer"],
-                    "replace": {"scheme": "bearer", "token": token},
-                }
-            )
-        )
-        rules.append(
-            LeaseRule.model_validate(
-                {
-                    "host": "github.com",
-                    "placeholder": args.placeholder,
-                    "schemes": ["basic"],
-                    "replace": {"scheme": "basic", "token": token, "username": args.username},
-                }
-            )
+            git_basic_rule(credential, placeholder, username=args.username, allow=git_allow)
         )
     for host in args.host or []:
+        replace = (
+            credential.model_copy(update={"scheme": args.replace_scheme})
+            if isinstance(credential, Replacement)
+            else Replacement(scheme=args.replace_scheme, token=credential, username=args.username)
+        )
+        merged = http_allow
+        if git_allow is not None:
+            merged = (http_allow or Allow()).model_copy(update={"git": git_allow.git})
         rules.append(
             LeaseRule.model_validate(
                 {
                     "host": host,
                     "header": args.header,
-                    "placeholder": args.placeholder,
+                    "placeholder": placeholder,
                     "schemes": args.schemes.split(","),
-                    "replace": {
-                        "scheme": args.replace_scheme,
-                        "token": token,
-                        "username": args.username,
-                    },
+                    "replace": replace,
+                    "allow": merged,
                 }
             )
         )
@@ -133,19 +172,43 @@ def _rules(args: argparse.Namespace, token: str) -> list[LeaseRule]:
 
 async def _lease_put(args: argparse.Namespace) -> int:
     try:
-        rules = _rules(args, _read_token(args))
+        rules = _rules(args, _credential(args))
+    except ValidationError:
+        # pydantic messages can quote input; never print them here.
+        print("airlock: invalid lease rule (check --method/--path/--graphql/...)", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as exc:
-        # pydantic messages can quote input; print only the exception type for those.
-        msg = str(exc) if not hasattr(exc, "errors") else "invalid lease rule"
-        print(f"airlock: {msg}", file=sys.stderr)
+        print(f"airlock: {exc}", file=sys.stderr)
         return 2
     async with _client(args) as client:
         try:
             info = await client.put_lease(args.session_id, args.lease_id, rules, args.ttl)
         except ProxyError as exc:
             return _fail(exc)
-    _print(info.model_dump(mode="json"))
+    _print(info.model_dump(mode="json", exclude_none=True))
+    print(f"# placeholder: {rules[0].placeholder}", file=sys.stderr)
     return 0
+
+
+async def _session_events(args: argparse.Namespace) -> int:
+    """Print events as JSON lines; ``--follow`` keeps long polling."""
+    sid = None if args.all else args.session_id
+    if sid is None and not args.all:
+        print("airlock: give a session id or --all", file=sys.stderr)
+        return 2
+    async with _client(args) as client:
+        try:
+            if not args.follow:
+                page = await client.events_page(sid, after=args.after)
+                for event in page.events:
+                    print(event.model_dump_json())
+                print(f"# next: {page.next}", file=sys.stderr)
+                return 0
+            async for event in client.events(sid, after=args.after):
+                print(event.model_dump_json(), flush=True)
+        except ProxyError as exc:
+            return _fail(exc)
+    return 0  # pragma: no cover - --follow ends by a signal
 
 
 async def _lease_delete(args: argparse.Namespace) -> int:
@@ -178,6 +241,14 @@ def register(subparsers: Any) -> None:
     create.add_argument("--id", dest="session_id", default=None)
     create.set_defaults(func=_session_create)
 
+    events = ssub.add_parser("events", help="a session's events (JSON lines)")
+    _add_control(events)
+    events.add_argument("session_id", nargs="?")
+    events.add_argument("--all", action="store_true", help="every session's events")
+    events.add_argument("--after", type=int, default=0, help="only events with seq > N")
+    events.add_argument("--follow", action="store_true", help="keep printing new events")
+    events.set_defaults(func=_session_events)
+
     delete = ssub.add_parser("delete", help="delete a session and its leases")
     _add_control(delete)
     delete.add_argument("session_id")
@@ -190,7 +261,10 @@ def register(subparsers: Any) -> None:
     _add_control(put)
     put.add_argument("session_id")
     put.add_argument("lease_id")
-    put.add_argument("--placeholder", required=True)
+    put.add_argument(
+        "--placeholder",
+        help="default: a fresh one shaped like the credential (ghs_... for --github)",
+    )
     put.add_argument("--ttl", type=int, default=600, help="seconds")
     put.add_argument(
         "--github",
@@ -204,6 +278,17 @@ def register(subparsers: Any) -> None:
     put.add_argument("--username", default="x-access-token", help="user of Basic replacements")
     put.add_argument("--token-file", help="read the real token from this file")
     put.add_argument("--token-env", help="read the real token from this environment variable")
+    prov = put.add_argument_group("proxy-minted GitHub App token (no token is read)")
+    prov.add_argument("--github-app-repo", action="append", metavar="OWNER/NAME")
+    prov.add_argument("--github-app-permission", action="append", metavar="NAME=LEVEL")
+    scope = put.add_argument_group("allow: what the credential may do (default: anything)")
+    scope.add_argument("--method", action="append", help="HTTP method (repeatable)")
+    scope.add_argument("--path", action="append", help="path glob, e.g. /repos/o/r/** (repeatable)")
+    scope.add_argument("--graphql", help="query or query,mutation")
+    scope.add_argument("--git-repo", action="append", metavar="OWNER/NAME", help="git fetch/push")
+    scope.add_argument("--push-ref", action="append", help="ref glob a push may update")
+    scope.add_argument("--allow-delete", action="store_true", help="pushes may delete refs")
+    scope.add_argument("--allow-json", help="the whole allow object as JSON")
     put.set_defaults(func=_lease_put)
 
     ldel = lsub.add_parser("delete", help="remove a lease (idempotent)")

@@ -32,6 +32,10 @@ environment variables and do not wrap in `bash -c` or `env`.
 repository, and git must use the remote `origin` pointing at it.
 - `working_directory`: inside the workspace (default: the workspace root); for git and \
 gh-signed-commit it must be the top level of the checkout.
+- The credential reaches only what the command needs: read-only `gh` commands (view, list, \
+diff, checks, `gh api` GET) cannot mutate; `git push` may update only the refs it names \
+(or the current branch) and never force, `--mirror`, `--all`, `--tags`, delete or send push \
+options. A request outside that is refused with 403 `lease_scope`.
 - Output is stdout and stderr of the command (long output keeps the final 100000 bytes). \
 Tokens never appear in the sandbox; do not try to read or print them.\
 """

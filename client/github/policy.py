@@ -16,6 +16,7 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel
 
 from airlock.client.github.argv import CommandParseError, parse_command
+from airlock.client.github.scopes import push_denial
 
 GIT_SUBCOMMANDS = frozenset({"fetch", "ls-remote", "pull", "push"})
 EXECUTABLES = ("gh", "git", "gh-signed-commit")
@@ -128,6 +129,8 @@ def check_executable(argv: Sequence[str]) -> str | None:
                 break
             if arg.startswith(_GIT_DENIED_OPTIONS):
                 return f"git option {arg.split('=')[0]} is not allowed"
+        if sub == "push":
+            return push_denial(argv)
         return None
     if exe == "gh-signed-commit":
         return None

@@ -9,8 +9,11 @@ The sequence for one call (every refusal happens before a token is requested):
    is a git top level; for git, origin's fetch and push URLs are the declared
    repository (checked in the sandbox, again after our URL rewriting).
 5. Mint a token for exactly that repository (cached by the provider).
-6. Install a lease mapping a fresh placeholder to the real token on the API host
-   (``token|bearer`` → ``Bearer``) and the git host (Basic → Basic).
+6. Install a lease mapping a fresh placeholder (shaped like an installation
+   token) to the real token on the API host (``token|bearer`` → ``Bearer``) and
+   the git host (Basic → Basic), each rule's ``allow`` derived from the command
+   (client/github/scopes.py): read-only gh gets GET/HEAD and GraphQL queries,
+   git push only its destination refs, git fetch no API rule at all.
 7. Run in the sandbox with ``GH_TOKEN=<placeholder>`` (gh and gh-signed-commit),
    a fresh ``GH_CONFIG_DIR`` (gh), no prompts, and git configuration through
    ``GIT_CONFIG_*`` (extraheader with the Basic placeholder, hooks off, https only,
@@ -30,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from airlock.client.github import scopes
 from airlock.client.github.argv import parse_command
 from airlock.client.github.models import (
     DESCRIPTION,
@@ -48,12 +52,13 @@ from airlock.client.github.policy import (
     with_origin,
 )
 from airlock.client.github.redact import basic_credential, redact, secret_forms, truncate_tail
+from airlock.client.leases import git_basic_rule, github_api_rule, github_placeholder
 from airlock.client.providers.base import TokenProvider
 from airlock.client.providers.errors import CredentialError
 from airlock.client.proxy import ProxyClient, ProxyError
 from airlock.client.sandboxes import RunResult, Sandbox
 from airlock.daemon.errors import AirlockError
-from airlock.proxy.protocol import LeaseRule, Replacement, SessionInfo
+from airlock.proxy.protocol import LeaseRule, SessionInfo
 
 DEFAULT_EXECUTABLES: Mapping[str, Sequence[str]] = {
     "gh": ("gh",),
@@ -80,7 +85,8 @@ class GitHubShellDenied(GitHubShellError):
 
 
 def default_placeholder() -> str:
-    return f"airlock-gh-{uuid.uuid4()}"
+    """A placeholder shaped like an installation token (``ghs_`` + 36 alphanumerics)."""
+    return github_placeholder()
 
 
 class GitHubShell:
@@ -209,7 +215,7 @@ class GitHubShell:
         config_dir = posixpath.join(self.config_dir_base, f"airlock-gh-{uuid.uuid4().hex}")
         env = self._environment(exe, repo, placeholder, config_dir, git_env)
         command = self._command(exe, argv)
-        rules = self._rules(placeholder, issued.token)
+        rules = await self._rules(placeholder, issued.token, argv, repo, cwd)
         ttl = int(self.timeout_s) + self.lease_grace_s
         finished = False
         try:
@@ -246,21 +252,24 @@ class GitHubShell:
             return ["sh", "-c", _CONFIG_DIR_WRAPPER, "airlock-gh", *base, *argv[1:]]
         return [*base, *argv[1:]]
 
-    def _rules(self, placeholder: str, token: str) -> list[LeaseRule]:
-        return [
-            LeaseRule(
-                host=self.api_host,
-                placeholder=placeholder,
-                schemes=["token", "bearer"],
-                replace=Replacement(scheme="bearer", token=token),
-            ),
-            LeaseRule(
-                host=self.git_host,
-                placeholder=placeholder,
-                schemes=["basic"],
-                replace=Replacement(scheme="basic", token=token, username="x-access-token"),
-            ),
-        ]
+    async def _rules(
+        self, placeholder: str, token: str, argv: list[str], repo: str, cwd: str
+    ) -> list[LeaseRule]:
+        """The command's lease: each rule narrowed to what this command needs
+        (client/github/scopes.py; docs/github-shell.md has the table)."""
+        current: str | None = None
+        if argv[0] == "git" and argv[1] == "push":
+            head = await self.sandbox.run(["git", "symbolic-ref", "-q", "HEAD"], cwd, {}, 30)
+            current = head.stdout.strip() if head.exit_code == 0 else None
+        try:
+            git = scopes.git_allow(argv, repo, current)
+        except ValueError as exc:
+            raise GitHubShellDenied(str(exc)) from None
+        rules = [git_basic_rule(token, placeholder, host=self.git_host, allow=git)]
+        api = scopes.api_allow(argv, repo, self.api_host)
+        if api is not None:
+            rules.insert(0, github_api_rule(token, placeholder, host=self.api_host, allow=api))
+        return rules
 
     def _git_config(self, placeholder: str, extra: Mapping[str, str]) -> dict[str, str]:
         entries: list[tuple[str, str]] = [

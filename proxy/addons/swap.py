@@ -29,7 +29,9 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mitmproxy import http
@@ -38,7 +40,10 @@ from mitmproxy.net.http import url
 from airlock.proxy.addons import logscrub
 from airlock.proxy.audit import audit_path_of
 from airlock.proxy.context import ProxyContext, refused
+from airlock.proxy.credentials import CredentialUnavailable
+from airlock.proxy.mitm import BODY_GATE
 from airlock.proxy.protocol import LeaseRule, normalize_host
+from airlock.proxy.scope.check import BodyGate, Refusal, check_head
 from airlock.proxy.scrubber import token_forms
 from airlock.proxy.state import ClientState, Tunnel
 from airlock.proxy.store.base import PlaceholderEntry, StoreUnavailable
@@ -109,14 +114,25 @@ def host_mismatch(request: http.Request, tunnel: Tunnel) -> str | None:
     return None
 
 
-def render(rule: LeaseRule) -> str:
-    token = rule.replace.token
+def render(rule: LeaseRule, token: str) -> str:
     if rule.replace.scheme == "bearer":
         return f"Bearer {token}"
     if rule.replace.scheme == "token":
         return f"token {token}"
     raw = f"{rule.replace.username}:{token}".encode()
     return "Basic " + base64.b64encode(raw).decode()
+
+
+def _small_body(request: http.Request, bound: int) -> bool:
+    """A declared Content-Length within ``bound`` (mitmproxy then reads the body whole)."""
+    declared = request.headers.get_all("content-length")
+    return (
+        len(declared) == 1
+        and declared[0].isdigit()
+        and int(declared[0]) <= bound
+        and "transfer-encoding" not in request.headers
+        and not request.stream
+    )
 
 
 # Sessions whose scrub map is kept (most recently used first out): a bound on
@@ -208,12 +224,16 @@ class Swap:
         counts: dict[str, int] = {}
         for c in found:
             counts[c.header] = counts.get(c.header, 0) + 1
+        actions: list[Callable[[], None]] = []
+        gates: list[BodyGate] = []
+        leases: set[str] = set()
         for c in found:
             entry = owners.get(c.placeholder)
             if entry is None:
                 continue
             rule = self._check(flow, c, entry, sid, host, can_swap)
             if rule is None:
+                await self._after_exfiltration(sid)
                 return
             if counts[c.header] > 1 or len(flow.request.headers.get_all(c.header)) != 1:
                 self.ctx.audit.write(
@@ -226,24 +246,143 @@ class Swap:
                     trace_id=entry.trace_id,
                 )
                 continue
-            flow.request.headers[c.header] = render(rule)
-            # Scrub map first: the swapped request must not leave before it.
-            forms = token_forms(
-                rule.replace.token, c.placeholder, [rule.replace.username, *c.users]
+            if rule.allow is not None:
+                decision = check_head(
+                    rule.allow,
+                    host,
+                    flow.request.method,
+                    flow.request.path,
+                    content_encoding=flow.request.headers.get("content-encoding", ""),
+                )
+                if isinstance(decision, Refusal):
+                    self._refuse_scope(flow, sid, entry.lease_id, host, decision.message)
+                    return
+                if isinstance(decision, BodyGate):
+                    gates.append(decision)
+            try:
+                token = await self.ctx.credentials.token_for(rule.replace)
+            except CredentialUnavailable as exc:
+                self.ctx.refuse(
+                    flow,
+                    502,
+                    "credential_unavailable",
+                    f"the credential for {host} cannot be had ({exc.reason}); "
+                    "the orchestrator must fix the lease or the GitHub App",
+                    session=sid,
+                    lease=entry.lease_id,
+                    host=host,
+                    cause=exc.reason,
+                )
+                return
+            leases.add(entry.lease_id)
+            actions.append(
+                functools.partial(self._swap, flow, state, c, rule, token, entry, sid, host)
             )
-            for real, shown in forms.items():
-                state.scrub.setdefault(real, shown)
-            logscrub.remember(forms)
-            self.ctx.metrics.swaps.labels(host=host).inc()
-            self.ctx.audit.write(
-                "swap",
-                session=sid,
-                lease=entry.lease_id,
-                host=host,
-                method=flow.request.method,
-                path=audit_path_of(flow.request.path),
-                trace_id=entry.trace_id,
-            )
+        if not gates:
+            for action in actions:
+                action()
+            return
+        # Nothing is swapped or sent until every gate has seen enough body.
+        flow.metadata[BODY_GATE] = self._gate(
+            flow, gates, actions, sid, ",".join(sorted(leases)), host
+        )
+        if not _small_body(flow.request, min(g.bound for g in gates)):
+            # Held and fed in bounded steps by airlock.proxy.mitm (install_body_gate);
+            # a small declared body is read whole by mitmproxy and judged in ``request``.
+            flow.request.stream = True
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        """A gated request whose body mitmproxy read whole (small, or no body at all)."""
+        gate = flow.metadata.pop(BODY_GATE, None)
+        if gate is None or refused(flow):
+            return
+        gate(flow.request.raw_content or b"", True)
+
+    def _gate(
+        self,
+        flow: http.HTTPFlow,
+        gates: list[BodyGate],
+        actions: list[Callable[[], None]],
+        sid: str,
+        lease: str,
+        host: str,
+    ) -> Callable[[bytes, bool], bool | None]:
+        pending = list(gates)
+
+        def feed(data: bytes, end: bool) -> bool | None:
+            for gate in list(pending):
+                decision = gate.feed(data, end)
+                if isinstance(decision, Refusal):
+                    self._refuse_scope(flow, sid, lease, host, decision.message)
+                    return False
+                if decision is not None:
+                    pending.remove(gate)
+            if pending:
+                return None
+            for action in actions:
+                action()
+            return True
+
+        return feed
+
+    def _refuse_scope(
+        self, flow: http.HTTPFlow, sid: str, lease: str, host: str, message: str
+    ) -> None:
+        self.ctx.refuse(
+            flow,
+            403,
+            "lease_scope",
+            message,
+            session=sid,
+            lease=lease,
+            host=host,
+            method=flow.request.method,
+            path=audit_path_of(flow.request.path),
+            detail=message,
+        )
+
+    async def _after_exfiltration(self, sid: str) -> None:
+        """With ``--on-exfiltration revoke``: every lease of the session goes, now."""
+        if self.ctx.config.on_exfiltration != "revoke":
+            return
+        try:
+            leases = await self.ctx.store.list_leases(sid)
+            for lease in leases:
+                if await self.ctx.store.delete_lease(sid, lease.lease_id):
+                    self.ctx.expiry.forget(sid, lease.lease_id)
+                    self.ctx.audit.write(
+                        "lease_deleted", session=sid, lease=lease.lease_id, cause="exfiltration"
+                    )
+        except StoreUnavailable:
+            self.ctx.audit.write("revoke_failed", session=sid, reason="store_unavailable")
+
+    def _swap(
+        self,
+        flow: http.HTTPFlow,
+        state: ClientState,
+        c: Candidate,
+        rule: LeaseRule,
+        token: str,
+        entry: PlaceholderEntry,
+        sid: str,
+        host: str,
+    ) -> None:
+        flow.request.headers[c.header] = render(rule, token)
+        # Scrub map first: the swapped request must not leave before it.
+        forms = token_forms(token, c.placeholder, [rule.replace.username, *c.users])
+        for real, shown in forms.items():
+            state.scrub.setdefault(real, shown)
+        logscrub.remember(forms)
+        self.ctx.metrics.swaps.labels(host=host).inc()
+        self.ctx.audit.write(
+            "swap",
+            session=sid,
+            lease=entry.lease_id,
+            host=host,
+            method=flow.request.method,
+            path=audit_path_of(flow.request.path),
+            trace_id=entry.trace_id,
+        )
 
     def _check(
         self,

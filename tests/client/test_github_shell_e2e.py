@@ -165,7 +165,7 @@ async def test_gh_pr_view_and_api_through_the_proxy(env: Env) -> None:
     assert api_requests and all(r.token in env.real_tokens() for r in api_requests)
     # The sandboxed gh saw only the placeholder.
     seen = "".join(p.read_text() for p in env.spy_dir.iterdir())
-    assert "GH_TOKEN=airlock-gh-" in seen
+    assert "GH_TOKEN=ghs_" in seen  # shaped like an installation token
     assert "GH_CONFIG_DIR=" in seen and "GH_PROMPT_DISABLED=1" in seen
     _assert_sandbox_never_saw(env, result.stdout, result.stderr, api.stdout, api.stderr)
     assert await _leases(env) == []
@@ -185,13 +185,16 @@ async def test_echoed_token_comes_back_redacted(env: Env) -> None:
     assert basic_credential(token) not in result.stdout
     body = json.loads(result.stdout)
     # The raw token: scrubbed to the placeholder by the proxy, or redacted by the tool.
-    assert body["echo"] == "[redacted]" or body["echo"].startswith("airlock-gh-")
+    assert body["echo"] == "[redacted]" or (
+        body["echo"].startswith("ghs_") and body["echo"] != token
+    )
     # Its git Basic form: the proxy now scrubs it to the placeholder's Basic form, and the
     # tool redacts whatever real form might remain. Either way, only a placeholder shows.
     if body["echo_basic"] != "[redacted]":
         decoded = base64.b64decode(body["echo_basic"]).decode()
         user, _, secret = decoded.partition(":")
-        assert user == "x-access-token" and secret.startswith("airlock-gh-"), decoded
+        assert user == "x-access-token" and secret.startswith("ghs_"), decoded
+        assert secret != token
     _assert_sandbox_never_saw(env, result.stdout, result.stderr)
 
 
@@ -423,3 +426,30 @@ async def test_unknown_session_is_a_tool_error(env: Env) -> None:
     # The command never ran, and nothing was left behind.
     assert not any(r.path == "/user" for r in env.gh.requests)
     assert list(env.config_base.iterdir()) == []
+
+
+async def test_each_command_gets_only_what_it_needs(env: Env) -> None:
+    """Derived leases (client/github/scopes.py) hold at the proxy, through real gh."""
+    # Read-only gh: a GraphQL query passes, a mutation is refused by the proxy.
+    query = await env.shell.run(env.call("gh api graphql -f query='query { viewer { login } }'"))
+    assert "lease_scope" not in query.stderr
+    mutation = await env.shell.run(
+        env.call(
+            "gh api graphql -f query='mutation { addComment(input: {}) { clientMutationId } }'"
+        )
+    )
+    assert mutation.exit_code != 0
+    assert "403" in mutation.stderr or "lease_scope" in mutation.stderr
+    # Other gh: only the declared repository's paths, whatever the real token could reach.
+    other = await env.shell.run(
+        env.call("gh api -X POST repos/acme/other/issues/1/comments -f body=x")
+    )
+    assert other.exit_code != 0
+    refusals = [
+        e
+        for e in env.proxy.audit_events()
+        if e.get("event") == "refusal" and e.get("reason") == "lease_scope"
+    ]
+    details = " | ".join(str(e.get("detail")) for e in refusals)
+    assert "anonymous mutation" in details and "/repos/acme/other" in details, details
+    _assert_sandbox_never_saw(env, mutation.stdout, mutation.stderr, other.stdout, other.stderr)

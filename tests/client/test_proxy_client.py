@@ -162,3 +162,46 @@ async def test_cli_session_and_lease_commands(proxy: ProxyProcess) -> None:
         assert "session_not_found" in missing.stderr
 
     await asyncio.to_thread(flow)
+
+
+async def test_cli_lease_allow_and_session_events(proxy: ProxyProcess) -> None:
+    """``airlock lease put`` takes the allow fields; ``airlock session events`` prints them."""
+    control = proxy.control
+
+    def flow() -> None:
+        assert _airlock(["session", "create", "--id", "cli-ev"], control).returncode == 0
+        put = _airlock(
+            ["lease", "put", "cli-ev", "gh", "--github", "--token-env", "GH_REAL",
+             "--method", "GET", "--graphql", "query", "--git-repo", "acme/widgets",
+             "--push-ref", "refs/heads/agent/*"],
+            control,
+            GH_REAL=REAL,
+        )  # fmt: skip
+        assert put.returncode == 0, put.stderr
+        rules = json.loads(put.stdout)["rules"]
+        api, git = sorted(rules, key=lambda r: r["host"])
+        assert api["allow"] == {"methods": ["GET"], "graphql": {"operations": ["query"]}}
+        assert git["allow"]["git"] == {
+            "repos": ["acme/widgets"],
+            "push_refs": ["refs/heads/agent/*"],
+            "allow_delete": False,
+        }
+        placeholder = put.stderr.split("# placeholder: ", 1)[1].strip()
+        assert placeholder.startswith("ghs_") and len(placeholder) == 40
+        assert REAL not in put.stdout + put.stderr
+        bad = _airlock(
+            ["lease", "put", "cli-ev", "x", "--github", "--token-env", "GH_REAL",
+             "--graphql", "subscription"],
+            control,
+            GH_REAL=REAL,
+        )  # fmt: skip
+        assert bad.returncode == 2 and REAL not in bad.stderr
+        assert _airlock(["session", "delete", "cli-ev"], control).returncode == 0
+        events = _airlock(["session", "events", "--all"], control)
+        assert events.returncode == 0, events.stderr
+        mine = [json.loads(line) for line in events.stdout.splitlines()]
+        mine = [e for e in mine if e.get("session") == "cli-ev"]
+        assert [e["type"] for e in mine] == ["lease_installed", "lease_removed", "session_closed"]
+        assert REAL not in events.stdout and placeholder not in events.stdout
+
+    await asyncio.to_thread(flow)

@@ -164,7 +164,7 @@ async def test_signed_commit_through_shell_and_proxy(world: World) -> None:
     assert fetches and all(r.token == real[0] and r.auth_kind == "basic" for r in fetches)
     # The sandbox saw only the placeholder.
     dumps = "".join(p.read_text() for p in world.spy_dir.iterdir())
-    assert "GH_TOKEN=airlock-gh-" in dumps
+    assert "GH_TOKEN=ghs_" in dumps  # a placeholder shaped like an installation token
     for text in (*sandbox_texts(world), result.stdout, result.stderr):
         assert real[0] not in text
     # The lease is gone and the proxy audited the swaps.

@@ -44,17 +44,40 @@ async def github_behind_proxy(
     repos: Mapping[str, Mapping[str, str] | None] | None = None,
     allow: Sequence[str] = GITHUB_HOSTS,
     proxy_allow: Sequence[str] = GITHUB_HOSTS,
+    github_app: bool = False,
+    store: str = "memory",
+    proxy_args: Sequence[str] = (),
     **github_kwargs: Any,
 ) -> AsyncIterator[GitHubBehindProxy]:
-    """Start both, create ``repos`` (name -> files, or None for the default files)."""
+    """Start both, create ``repos`` (name -> files, or None for the default files).
+
+    ``github_app``: the proxy is started with the fake's GitHub App (id, key,
+    API URL), so leases may name ``provider: "github_app"``. ``store`` and
+    ``proxy_args`` go to the proxy as they are.
+    """
     async with FakeGitHub(tmp_path / "github", org=org, **github_kwargs) as gh:
         for name, files in (repos or {}).items():
             if files is None:
                 await gh.create_repo(name)
             else:
                 await gh.create_repo(name, files=dict(files))
+        extra: list[str] = []
+        if github_app:
+            key = tmp_path / "app-key.pem"
+            key.write_text(gh.app_private_key_pem)
+            key.chmod(0o600)
+            extra = [
+                "--github-app-id", str(gh.app_id),
+                "--github-app-key-file", str(key),
+                "--github-api-url", gh.api_url,
+            ]  # fmt: skip
         async with running_proxy(
-            tmp_path / "proxy", allow=list(proxy_allow), resolve=gh.resolve, upstream_ca=gh.ca_path
+            tmp_path / "proxy",
+            allow=list(proxy_allow),
+            resolve=gh.resolve,
+            upstream_ca=gh.ca_path,
+            store=store,
+            extra_args=[*extra, *proxy_args],
         ) as proxy:
             pc = proxy.client()
             try:

@@ -177,3 +177,34 @@ def test_redis_store_needs_a_key_or_an_explicit_plaintext_choice(tmp_path: Path)
     key.write_text("c2hvcnQ=\n")
     with pytest.raises(ConfigError, match="expected 32"):
         _config(tmp_path, "--store", "redis://h/0", "--store-key-file", str(key))
+
+
+def test_github_app_and_exfiltration_flags(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    cfg = _config(tmp_path)
+    assert cfg.on_exfiltration == "revoke" and cfg.github_app_id is None
+    assert _config(tmp_path, "--on-exfiltration", "refuse").on_exfiltration == "refuse"
+    key = tmp_path / "app.pem"
+    key.write_bytes(
+        rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    cfg = _config(tmp_path, "--github-app-id", "42", "--github-app-key-file", str(key))
+    assert (cfg.github_app_id, cfg.github_app_key_file) == ("42", key)
+    assert cfg.github_api_url == "https://api.github.com"
+    with pytest.raises(ConfigError, match="go together"):
+        _config(tmp_path, "--github-app-id", "42")
+    with pytest.raises(ConfigError, match="no such file"):
+        _config(tmp_path, "--github-app-id", "42", "--github-app-key-file", str(tmp_path / "x"))
+    (tmp_path / "bad.pem").write_text("not a key")
+    with pytest.raises(ConfigError, match="RSA private key"):
+        _config(
+            tmp_path, "--github-app-id", "42", "--github-app-key-file", str(tmp_path / "bad.pem")
+        )
+    with pytest.raises(ConfigError, match="https"):
+        _config(tmp_path, "--github-api-url", "http://api.github.com")
