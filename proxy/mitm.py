@@ -20,6 +20,10 @@ mitmproxy 11.0.x by ``pyproject.toml``):
   ``max_header_list_size``.
 - **The idle timeout**: ``mitmproxy.proxy.server.TCP_TIMEOUT`` is read when a
   connection starts; we set it from ``--idle-timeout``.
+- **Fair reads and the HTTP/2 meter** (floods): a client's reads are capped and
+  held while its connection or session is over budget, and every HTTP/2 event
+  a client causes is reported before mitmproxy acts on it (see the section at
+  the end; the budgets are :mod:`airlock.proxy.addons.limits`).
 """
 
 from __future__ import annotations
@@ -29,14 +33,16 @@ import json
 import logging
 import re
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+import h2.events  # type: ignore[import-untyped]
+from h2.stream import StreamClosedBy  # type: ignore[import-untyped]
 from h11._receivebuffer import ReceiveBuffer
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy import server as mitm_server
-from mitmproxy.proxy.layers.http import _http1
+from mitmproxy.proxy.layers.http import _http1, _http2
 
 log = logging.getLogger("airlock.proxy.mitm")
 
@@ -220,3 +226,94 @@ def install_head_guard(guard: HeadGuard) -> None:
 def uninstall_head_guard() -> None:
     global _guard
     _guard = None
+
+
+# --- Fair reads and HTTP/2 metering (the policy is in addons/limits.py) ------
+#
+# mitmproxy reads a client 64 KiB at a time and hands all of it to its layers
+# at once, without a turn of the event loop while data is buffered; HTTP/2
+# parsing of 64 KiB of rapid-reset frames alone takes a quarter of a second.
+# A client's reads are therefore capped, followed by a turn of the loop, and
+# held while ``gate`` says the connection or its session is over its budget.
+# The HTTP/2 meter reports each frame event a client causes *before*
+# mitmproxy acts on it, so streams and resets are counted as they are parsed.
+
+
+class _GatedReader:
+    def __init__(self, inner: Any, gate: Callable[[], Awaitable[None]], chunk: int) -> None:
+        self._inner = inner
+        self._gate = gate
+        self._chunk = chunk
+
+    async def read(self, n: int = -1) -> bytes:
+        await self._gate()
+        data: bytes = await self._inner.read(self._chunk if n < 0 else min(n, self._chunk))
+        if data:
+            await self._gate()  # data that arrived while over budget waits too
+            await asyncio.sleep(0)  # one read per turn of the loop
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def gate_client_reads(
+    master: Any, client_id: str, gate: Callable[[], Awaitable[None]], chunk: int
+) -> bool:
+    """Read a just-connected client at most ``chunk`` bytes at a time, after ``gate``."""
+    proxyserver = master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(client_id) if proxyserver is not None else None
+    if handler is None:
+        return False
+    io = handler.transports.get(handler.client)
+    if io is None or io.reader is None:
+        return False
+    io.reader = _GatedReader(io.reader, gate, chunk)
+    return True
+
+
+H2Meter = Callable[[str, str, int], None]  # (client id, "stream"|"reset"|"data"|"frame", size)
+_h2_meter: H2Meter | None = None
+_h2_original: Callable[..., Any] | None = None
+
+
+def _metered_h2_event(self: Any, event: Any) -> Generator[Any, Any, bool]:
+    assert _h2_original is not None
+    meter = _h2_meter
+    if meter is not None:
+        size = 0
+        if isinstance(event, h2.events.RequestReceived):
+            kind = "stream"
+        elif isinstance(event, h2.events.StreamReset):
+            kind = "reset"
+        elif isinstance(event, h2.events.DataReceived):
+            kind, size = "data", int(event.flow_controlled_length or 0)
+        else:
+            kind = "frame"
+        meter(self.context.client.id, kind, size)
+        if kind == "stream" and _reset_by_client(self.h2_conn, event.stream_id):
+            # HEADERS and RST_STREAM arrived in the same read (rapid reset):
+            # the stream is over before it began, so no flow and no hook runs
+            # for it; mitmproxy ignores the reset of a stream it never saw.
+            return False
+    result: bool = yield from _h2_original(self, event)
+    return result
+
+
+def _reset_by_client(conn: Any, stream_id: int) -> bool:
+    closed_by = conn._stream_closed_by(stream_id)
+    return bool(closed_by == StreamClosedBy.RECV_RST_STREAM)
+
+
+def install_h2_meter(meter: H2Meter) -> None:
+    """Call ``meter`` for every HTTP/2 event a client connection causes (idempotent)."""
+    global _h2_meter, _h2_original
+    _h2_meter = meter
+    if _h2_original is None:
+        _h2_original = _http2.Http2Server.handle_h2_event
+        _http2.Http2Server.handle_h2_event = _metered_h2_event  # type: ignore[method-assign]
+
+
+def uninstall_h2_meter() -> None:
+    global _h2_meter
+    _h2_meter = None

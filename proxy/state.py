@@ -55,6 +55,11 @@ class ClientState:
     closing: str | None = None
     # A request head (CONNECT or request) has arrived on this connection.
     seen_head: bool = False
+    # HTTP/2 streams already charged to the rate buckets when their HEADERS
+    # frame was parsed (addons/limits.py), not yet seen by ``requestheaders``.
+    prepaid: int = 0
+    # Counted in the unauthenticated pool (connected, no session proven yet).
+    unauthenticated: bool = False
 
 
 class Connections:
@@ -65,6 +70,7 @@ class Connections:
         self._dialing: dict[str, tuple[str, int]] = {}
         self._killer: Killer | None = None
         self._per_session: dict[str, int] = {}
+        self._unauthenticated = 0
 
     def set_killer(self, killer: Killer) -> None:
         """Installed by the app once mitmproxy runs: ends one client connection."""
@@ -78,6 +84,8 @@ class Connections:
 
     def drop(self, client_id: str) -> ClientState | None:
         state = self._clients.pop(client_id, None)
+        if state is not None and state.unauthenticated:
+            self._unauthenticated -= 1
         if state is not None and state.counted is not None:
             left = self._per_session.get(state.counted, 0) - 1
             if left > 0:
@@ -119,6 +127,27 @@ class Connections:
             if st.session_id is not None and st.closing is None:
                 out.setdefault(st.session_id, set()).add(st.generation or "")
         return out
+
+    def connected(self, client_id: str) -> int:
+        """A client connected: it joins the unauthenticated pool; the pool's size now."""
+        state = self.state(client_id)
+        if not state.unauthenticated and state.session_id is None:
+            state.unauthenticated = True
+            self._unauthenticated += 1
+        return self._unauthenticated
+
+    def authenticated(self, client_id: str, session_id: str, generation: str) -> None:
+        """The connection proved a session: it leaves the unauthenticated pool."""
+        state = self.state(client_id)
+        state.session_id = session_id
+        state.generation = generation
+        if state.unauthenticated:
+            state.unauthenticated = False
+            self._unauthenticated -= 1
+
+    def unauthenticated(self) -> int:
+        """Open connections that have not proven a session yet."""
+        return self._unauthenticated
 
     def count_for(self, session_id: str) -> int:
         """Open client connections that authenticated as ``session_id``."""
