@@ -50,7 +50,7 @@ _TIMER = "_airlock_head_timer"
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
-def kill_client(master: Any, client_id: str, reason: str) -> bool:
+def kill_client(master: Any, client_id: str, reason: str, _tries: int = 40) -> bool:
     """End one client connection (and the server connections it relays)."""
     proxyserver = master.addons.get("proxyserver")
     handler = proxyserver.connections.get(client_id) if proxyserver is not None else None
@@ -60,8 +60,18 @@ def kill_client(master: Any, client_id: str, reason: str) -> bool:
     if io is None or io.handler is None:
         # Still in client_connected: mitmproxy closes a client with an error.
         handler.client.error = f"airlock: {reason}"
+        # ... unless it is already past that check and its reader has not
+        # started yet (many connections accepted at once): look again soon.
+        if _tries > 0:
+            asyncio.get_running_loop().call_later(
+                0.05, kill_client, master, client_id, reason, _tries - 1
+            )
         return True
     io.handler.cancel(f"airlock: {reason}")
+    if io.writer is not None:
+        # A reader task cancelled before its first step never runs the code
+        # that closes the socket (many connections accepted at once): close it.
+        io.writer.close()
     return True
 
 

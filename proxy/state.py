@@ -70,7 +70,8 @@ class Connections:
         self._dialing: dict[str, tuple[str, int]] = {}
         self._killer: Killer | None = None
         self._per_session: dict[str, int] = {}
-        self._unauthenticated = 0
+        # Unauthenticated connections, oldest first (dicts keep insertion order).
+        self._unauthenticated: dict[str, None] = {}
 
     def set_killer(self, killer: Killer) -> None:
         """Installed by the app once mitmproxy runs: ends one client connection."""
@@ -85,7 +86,7 @@ class Connections:
     def drop(self, client_id: str) -> ClientState | None:
         state = self._clients.pop(client_id, None)
         if state is not None and state.unauthenticated:
-            self._unauthenticated -= 1
+            self._unauthenticated.pop(client_id, None)
         if state is not None and state.counted is not None:
             left = self._per_session.get(state.counted, 0) - 1
             if left > 0:
@@ -133,8 +134,19 @@ class Connections:
         state = self.state(client_id)
         if not state.unauthenticated and state.session_id is None:
             state.unauthenticated = True
-            self._unauthenticated += 1
-        return self._unauthenticated
+            self._unauthenticated[client_id] = None
+        return len(self._unauthenticated)
+
+    def evict_oldest_unauthenticated(self) -> str | None:
+        """Take the connection that waited longest without proving a session out
+        of the pool (the caller closes it); None when the pool is empty."""
+        for client_id in self._unauthenticated:
+            del self._unauthenticated[client_id]
+            state = self._clients.get(client_id)
+            if state is not None:
+                state.unauthenticated = False
+            return client_id
+        return None
 
     def authenticated(self, client_id: str, session_id: str, generation: str) -> None:
         """The connection proved a session: it leaves the unauthenticated pool."""
@@ -143,11 +155,11 @@ class Connections:
         state.generation = generation
         if state.unauthenticated:
             state.unauthenticated = False
-            self._unauthenticated -= 1
+            self._unauthenticated.pop(client_id, None)
 
     def unauthenticated(self) -> int:
         """Open connections that have not proven a session yet."""
-        return self._unauthenticated
+        return len(self._unauthenticated)
 
     def count_for(self, session_id: str) -> int:
         """Open client connections that authenticated as ``session_id``."""

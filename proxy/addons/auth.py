@@ -15,10 +15,13 @@ A 407 ends its connection once the answer is written (``Connection: close``):
 a connection that failed to authenticate holds nothing worth keeping, and
 left open it would idle for ``--idle-timeout`` counted against no session.
 Until a connection proves a session it sits in the *unauthenticated pool*:
-past ``--max-unauthenticated-connections`` a new connection is closed at once,
-and one still unauthenticated ``--unauthenticated-timeout`` after it connected
-is closed then. Anonymous clients can therefore hold only a small, bounded
-share of the proxy's descriptors and never lock a session out.
+past ``--max-unauthenticated-connections`` the pool's *oldest* connection is
+closed to make room for the new one (a client with credentials sends its
+CONNECT within milliseconds, so it is never the oldest for long; refusing the
+newcomer instead would let a few silent connections lock everyone out), and a
+connection still unauthenticated ``--unauthenticated-timeout`` after it
+connected is closed then. Anonymous clients can therefore hold only a small,
+bounded share of the proxy's descriptors and never lock a session out.
 """
 
 from __future__ import annotations
@@ -62,9 +65,12 @@ class SessionAuth:
         connections = self.ctx.connections
         pool = connections.connected(client.id)
         cap = self.ctx.config.max_unauthenticated_connections
-        if pool > cap:
-            self._close_unauthenticated(client.id, 429, "unauthenticated_limit")
-            return
+        while pool > cap:
+            oldest = connections.evict_oldest_unauthenticated()
+            if oldest is None:
+                break
+            self._close_unauthenticated(oldest, 429, "unauthenticated_limit")
+            pool -= 1
         asyncio.get_running_loop().call_later(
             self.ctx.config.unauthenticated_timeout_s, self._unauthenticated_due, client.id
         )
