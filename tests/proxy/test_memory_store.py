@@ -97,3 +97,27 @@ async def test_counts_are_kept_across_expiry_revocation_and_replacement() -> Non
     assert await store.counts() == (2, 1)
     await store.delete_session("s1")  # takes its lease with it
     assert await store.counts() == (1, 0)
+
+
+class _NoWalk(dict):  # type: ignore[type-arg]
+    """A dict that fails the test if anything iterates it."""
+
+    def values(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("counts() walked the store")
+
+    def items(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("counts() walked the store")
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("counts() walked the store")
+
+
+async def test_counts_do_not_walk_the_records() -> None:
+    store = MemoryStore()
+    at = now()
+    for i in range(200):
+        assert await store.create_session(SessionRecord(f"s{i}", hash_secret("x"), (), at + 60))
+        await store.put_lease(LeaseRecord(f"s{i}", "l", (_rule(f"ph-walk-{i:04d}"),), at + 60))
+    store._sessions = _NoWalk(store._sessions)
+    store._leases = _NoWalk(store._leases)
+    assert await store.counts() == (200, 200)
