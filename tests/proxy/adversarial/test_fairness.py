@@ -4,8 +4,17 @@ The contract bounds a latency here because it is the fairness property itself:
 while one session floods (HTTP/2 rapid reset, HTTP/1.1 keep-alive requests,
 new connections), every other session's CONNECT is still answered within one
 second. The flood runs in a process of its own (``flooder.py``) so its CPU and
-GIL do not slow the measuring side; the victim measures from its own socket
-connect to the last byte of the CONNECT answer's head.
+GIL do not slow the measuring side, and so does the victim's probe (the
+upstream reflector runs in this process and is busy during the flood); the
+probe measures from its socket connect to the last byte of the CONNECT
+answer's head, and a CONNECT not answered within 5 s counts as 5 s.
+
+Where intercepted tunnels speak only HTTP/1.1 to the sandbox (the ALPN guard),
+the HTTP/2 workers are offered ``http/1.1`` and flood requests over it
+instead (``h2_refused`` in the flooder's stats): the limits under test do not
+depend on which protocol the sandbox gets. On the main branch before these
+limits the mixed flood made the other session's CONNECTs time out (5 s) and
+the proxy needed about a minute to recover.
 """
 
 from __future__ import annotations
@@ -138,10 +147,12 @@ def test_rapid_reset_through_a_passthrough_tunnel_costs_other_sessions_nothing(
     proxy: ProxyProcess, upstream_ca: TestCA
 ) -> None:
     """A passthrough tunnel relays the flood's bytes to the upstream untouched
-    (the proxy parses none of it): other sessions are still answered at once."""
+    (the proxy parses none of it): other sessions are still answered at once.
+    A guard against regressions (the read gate covers passthrough reads too);
+    it held before these limits as well."""
     flooder, victim = _session(proxy), _session(proxy)
     latencies, stats = measure_during_flood(
-        proxy, flooder, victim, "h2-reset", PASSTHROUGH, 2, seconds=4.0, cafile=upstream_ca.ca_path
+        proxy, flooder, victim, "h2-reset", PASSTHROUGH, 1, seconds=3.0, cafile=upstream_ca.ca_path
     )
     assert stats["streams"], stats
     assert max(latencies) < 1.0, (sorted(latencies)[-5:], stats)
