@@ -243,24 +243,28 @@ def uninstall_head_guard() -> None:
 # mitmproxy reads a client 64 KiB at a time and hands all of it to its layers
 # at once, without a turn of the event loop while data is buffered; HTTP/2
 # parsing of 64 KiB of rapid-reset frames alone takes a quarter of a second.
-# A client's reads are therefore capped, followed by a turn of the loop, and
-# held while ``gate`` says the connection or its session is over its budget.
+# A client's reads therefore take a turn of the loop each, are as large as
+# ``chunk()`` says (small until the connection is known not to speak HTTP/2),
+# and are held while ``gate`` says the connection or its session is over budget.
 # The HTTP/2 meter reports each frame event a client causes *before*
 # mitmproxy acts on it, so streams and resets are counted as they are parsed.
 
 
 class _GatedReader:
-    def __init__(self, inner: Any, gate: Callable[[], Awaitable[None]], chunk: int) -> None:
+    def __init__(
+        self, inner: Any, gate: Callable[[], Awaitable[None]], chunk: Callable[[], int]
+    ) -> None:
         self._inner = inner
         self._gate = gate
         self._chunk = chunk
 
     async def read(self, n: int = -1) -> bytes:
+        await asyncio.sleep(0)  # one read per turn of the loop (hooks of the last one run)
         await self._gate()
-        data: bytes = await self._inner.read(self._chunk if n < 0 else min(n, self._chunk))
+        size = self._chunk()
+        data: bytes = await self._inner.read(size if n < 0 else min(n, size))
         if data:
             await self._gate()  # data that arrived while over budget waits too
-            await asyncio.sleep(0)  # one read per turn of the loop
         return data
 
     def __getattr__(self, name: str) -> Any:
@@ -268,9 +272,9 @@ class _GatedReader:
 
 
 def gate_client_reads(
-    master: Any, client_id: str, gate: Callable[[], Awaitable[None]], chunk: int
+    master: Any, client_id: str, gate: Callable[[], Awaitable[None]], chunk: Callable[[], int]
 ) -> bool:
-    """Read a just-connected client at most ``chunk`` bytes at a time, after ``gate``."""
+    """Read a just-connected client at most ``chunk()`` bytes at a time, after ``gate``."""
     proxyserver = master.addons.get("proxyserver")
     handler = proxyserver.connections.get(client_id) if proxyserver is not None else None
     if handler is None:

@@ -22,10 +22,11 @@ upstream connection.
   connection's and the session's bucket (small frames such as PING, SETTINGS
   or an empty DATA cost a twentieth), counted as the frames are parsed,
   before any hook runs. While either bucket is in debt, the proxy does not
-  read that connection at all (:meth:`SessionLimits.gate`, wired into
-  mitmproxy's reads by :mod:`airlock.proxy.mitm`), and reads are at most
-  :data:`READ_CHUNK` bytes with a turn of the event loop after each, so no
-  single read can hold the loop. A rapid reset, a request flood over
+  read that connection at all (:meth:`Budgets.gate`, wired into mitmproxy's
+  reads by :mod:`airlock.proxy.mitm`), and each read takes a turn of the event
+  loop and is at most :data:`READ_CHUNK` bytes until the connection is known
+  not to speak HTTP/2 (then :data:`READ_LARGE`: HTTP/1.1 and relayed bytes are
+  cheap), so no single read can hold the loop. A rapid reset, a request flood over
   keep-alive or many connections at once therefore get the flooding session
   no more than its rate, and every other session's CONNECT is still answered
   within a second. HTTP/2 streams over the session's rate wait (the
@@ -42,7 +43,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
-from mitmproxy import connection, http
+from mitmproxy import connection, http, tcp, tls
 
 from airlock.proxy.addons.auth import SESSION
 from airlock.proxy.context import ProxyContext, refused
@@ -52,6 +53,10 @@ _MAX_BUCKETS = 10_000
 # The most one read of a client connection hands to mitmproxy (HTTP/2 parsing
 # of 64 KiB of rapid-reset frames takes a quarter of a second on one core).
 READ_CHUNK = 4 * 1024
+# Connections known not to speak HTTP/2 (HTTP/1.1 after TLS, plain http,
+# passthrough tunnels) read as much as mitmproxy asks: their bytes are cheap
+# to handle (bodies and relayed bytes; one request head at a time).
+READ_LARGE = 64 * 1024
 # What a small HTTP/2 frame (not a new stream or a reset) costs.
 FRAME_COST = 0.05
 # DATA frames at least this large carry a body and cost nothing extra.
@@ -93,8 +98,8 @@ class TokenBucket:
 
 
 Gate = Callable[[], Awaitable[None]]
-# Wires a connection's reads to a gate: (client id, gate, largest read) -> wired.
-ReadWirer = Callable[[str, Gate, int], bool]
+# Wires a connection's reads to a gate: (client id, gate, read size) -> wired.
+ReadWirer = Callable[[str, Gate, Callable[[], int]], bool]
 
 
 class Budgets:
@@ -109,6 +114,8 @@ class Budgets:
         self._buckets: dict[str, TokenBucket] = {}
         # client connection id -> its own bucket (created on first use).
         self._per_connection: dict[str, TokenBucket] = {}
+        # Connections known not to speak HTTP/2 (see READ_LARGE).
+        self._cheap: set[str] = set()
 
     def session_bucket(self, sid: str, now: float) -> TokenBucket | None:
         rate = self.ctx.config.session_rate
@@ -190,6 +197,15 @@ class Budgets:
 
     def forget_connection(self, client_id: str) -> None:
         self._per_connection.pop(client_id, None)
+        self._cheap.discard(client_id)
+
+    def read_size(self, client_id: str) -> int:
+        """How much one read of this client may hand to mitmproxy."""
+        return READ_LARGE if client_id in self._cheap else READ_CHUNK
+
+    def not_http2(self, client_id: str) -> None:
+        """This connection will not speak HTTP/2 to the proxy: read it in large chunks."""
+        self._cheap.add(client_id)
 
 
 class SessionLimits:
@@ -258,7 +274,16 @@ class SessionLimits:
         if self._wire_reads is not None:
             client_id = client.id
             budgets = self._budgets
-            self._wire_reads(client_id, lambda: budgets.gate(client_id), READ_CHUNK)
+            self._wire_reads(
+                client_id, lambda: budgets.gate(client_id), lambda: budgets.read_size(client_id)
+            )
+
+    def tls_established_client(self, data: tls.TlsData) -> None:
+        if data.conn.alpn != b"h2":
+            self._budgets.not_http2(data.context.client.id)
+
+    def tcp_start(self, flow: tcp.TCPFlow) -> None:
+        self._budgets.not_http2(flow.client_conn.id)  # a passthrough tunnel: relayed bytes
 
     def client_disconnected(self, client: connection.Client) -> None:
         self._budgets.forget_connection(client.id)
@@ -287,6 +312,8 @@ class SessionLimits:
             state.prepaid -= 1
             return
         self._budgets.charge(client_id, 1.0, session=False)
+        if flow.request.http_version.startswith("HTTP/1"):
+            self._budgets.not_http2(client_id)
         if state is not None and state.tunnel is not None:
             self._rate_ok(flow, state.tunnel.session_id, state.tunnel.host)
             return

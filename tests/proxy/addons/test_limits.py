@@ -126,3 +126,27 @@ async def test_http2_streams_are_charged_when_parsed_and_the_gate_holds_reads(
     assert h.ctx.connections.state(cid).prepaid == 2
     await asyncio.wait_for(budgets.gate(cid), 5)  # returns once the debt is repaid
     assert budgets.wait_s(cid) == 0.0
+
+
+def test_reads_are_small_until_a_connection_is_known_not_to_speak_http2(tmp_path: Path) -> None:
+    from mitmproxy import tls
+    from mitmproxy.options import Options
+    from mitmproxy.proxy.context import Context
+    from mitmproxy.test import tflow
+
+    from airlock.proxy.addons.limits import READ_CHUNK, READ_LARGE
+
+    h = make_harness(tmp_path)
+    budgets = Budgets(h.ctx)
+    limits = SessionLimits(h.ctx, budgets)
+    h2_client, h1_client, relay = (tflow.tclient_conn() for _ in range(3))
+    for client, alpn in ((h2_client, b"h2"), (h1_client, b"http/1.1")):
+        assert budgets.read_size(client.id) == READ_CHUNK
+        client.alpn = alpn
+        limits.tls_established_client(tls.TlsData(client, Context(client, Options())))
+    limits.tcp_start(tflow.ttcpflow(client_conn=relay))
+    assert budgets.read_size(h2_client.id) == READ_CHUNK
+    assert budgets.read_size(h1_client.id) == READ_LARGE
+    assert budgets.read_size(relay.id) == READ_LARGE
+    limits.client_disconnected(h1_client)
+    assert budgets.read_size(h1_client.id) == READ_CHUNK
