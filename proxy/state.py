@@ -55,9 +55,9 @@ class ClientState:
     closing: str | None = None
     # A request head (CONNECT or request) has arrived on this connection.
     seen_head: bool = False
-    # HTTP/2 streams already charged to the rate buckets when their HEADERS
-    # frame was parsed (addons/limits.py), not yet seen by ``requestheaders``.
-    prepaid: int = 0
+    # Its HTTP/2 frames are charged to the rate buckets as they are parsed
+    # (addons/limits.py), so its HTTP/2 requests are not charged again.
+    h2_metered: bool = False
     # Counted in the unauthenticated pool (connected, no session proven yet).
     unauthenticated: bool = False
 

@@ -182,10 +182,10 @@ class Budgets:
 
     def h2_event(self, client_id: str, kind: str, size: int = 0) -> None:
         """An HTTP/2 frame event from a client, before mitmproxy acts on it."""
+        state = self.ctx.connections.get(client_id)
+        if state is not None:
+            state.h2_metered = True
         if kind in ("stream", "reset"):
-            state = self.ctx.connections.get(client_id)
-            if kind == "stream" and state is not None:
-                state.prepaid += 1
             self.charge(client_id, 1.0)
         elif not (kind == "data" and size >= BODY_FRAME):
             self.charge(client_id, FRAME_COST)
@@ -306,10 +306,9 @@ class SessionLimits:
             return
         client_id = flow.client_conn.id
         state = self.ctx.connections.get(client_id)
-        if state is not None and state.prepaid > 0 and flow.request.http_version == "HTTP/2.0":
+        if state is not None and state.h2_metered and flow.request.http_version == "HTTP/2.0":
             # Charged when its HEADERS frame was parsed (h2_event); over the
             # rate, the connection waits instead of being answered 429.
-            state.prepaid -= 1
             return
         self._budgets.charge(client_id, 1.0, session=False)
         if flow.request.http_version.startswith("HTTP/1"):

@@ -118,12 +118,12 @@ async def test_http2_streams_are_charged_when_parsed_and_the_gate_holds_reads(
     budgets.h2_event(cid, "reset")
     budgets.h2_event(cid, "data", 16384)  # a body frame costs nothing extra
     assert 0.0 < budgets.wait_s(cid) <= 0.2  # in debt on its own bucket (20/s)
-    # The prepaid HTTP/2 stream is not charged or refused again by the hook.
+    # The HTTP/2 stream, charged when parsed, is not charged or refused again by the hook.
     flow = request_flow(connect)
     flow.request.http_version = "HTTP/2.0"
     limits.requestheaders(flow)
     assert flow.response is None
-    assert h.ctx.connections.state(cid).prepaid == 2
+    assert h.ctx.connections.state(cid).h2_metered
     await asyncio.wait_for(budgets.gate(cid), 5)  # returns once the debt is repaid
     assert budgets.wait_s(cid) == 0.0
 
