@@ -102,21 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
     limits.add_argument(
         "--session-rate",
         type=float,
-        default=100.0,
+        default=500.0,
         help="requests per second per session, token bucket refill (429 beyond); 0 = no limit",
     )
     limits.add_argument(
-        "--session-burst", type=int, default=200, help="token bucket size per session"
+        "--session-burst", type=int, default=1000, help="token bucket size per session"
     )
     limits.add_argument(
         "--connection-rate",
         type=float,
-        default=50.0,
+        default=200.0,
         help="requests, new HTTP/2 streams and stream resets per second on one connection "
         "(the proxy stops reading a connection over it); 0 = no limit",
     )
     limits.add_argument(
-        "--connection-burst", type=int, default=100, help="token bucket size per connection"
+        "--connection-burst", type=int, default=400, help="token bucket size per connection"
     )
     limits.add_argument(
         "--max-unauthenticated-connections",

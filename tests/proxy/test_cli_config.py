@@ -151,8 +151,8 @@ def _config(tmp_path: Path, *args: str) -> ProxyConfig:
 def test_limit_flags_and_their_defaults(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
     assert (cfg.max_head_bytes, cfg.head_timeout_s, cfg.idle_timeout_s) == (65536, 10.0, 300.0)
-    assert (cfg.max_session_connections, cfg.session_rate, cfg.session_burst) == (128, 100.0, 200)
-    assert (cfg.connection_rate, cfg.connection_burst) == (50.0, 100)
+    assert (cfg.max_session_connections, cfg.session_rate, cfg.session_burst) == (128, 500.0, 1000)
+    assert (cfg.connection_rate, cfg.connection_burst) == (200.0, 400)
     assert (cfg.max_unauthenticated_connections, cfg.unauthenticated_timeout_s) == (64, 5.0)
     cfg = _config(tmp_path, "--max-head-bytes", "1024", "--session-rate", "0")
     assert cfg.max_head_bytes == 1024 and cfg.session_rate == 0
