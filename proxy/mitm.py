@@ -243,9 +243,10 @@ def uninstall_head_guard() -> None:
 # mitmproxy reads a client 64 KiB at a time and hands all of it to its layers
 # at once, without a turn of the event loop while data is buffered; HTTP/2
 # parsing of 64 KiB of rapid-reset frames alone takes a quarter of a second.
-# A client's reads therefore take a turn of the loop each, are as large as
-# ``chunk()`` says (small until the connection is known not to speak HTTP/2),
-# and are held while ``gate`` says the connection or its session is over budget.
+# A client's reads are therefore as large as ``chunk()`` says (small until the
+# connection is known not to speak HTTP/2), a full one is followed by a turn
+# of the loop, and they are held while ``gate`` says the connection or its
+# session is over budget.
 # The HTTP/2 meter reports each frame event a client causes *before*
 # mitmproxy acts on it, so streams and resets are counted as they are parsed.
 
@@ -259,12 +260,19 @@ class _GatedReader:
         self._chunk = chunk
 
     async def read(self, n: int = -1) -> bytes:
-        await asyncio.sleep(0)  # one read per turn of the loop (hooks of the last one run)
         await self._gate()
         size = self._chunk()
-        data: bytes = await self._inner.read(size if n < 0 else min(n, size))
+        want = size if n < 0 else min(n, size)
+        data: bytes = await self._inner.read(want)
         if data:
-            await self._gate()  # data that arrived while over budget waits too
+            if len(data) >= want:
+                # More may be buffered, and reading it would not yield: let the
+                # other connections have their turn first.
+                await asyncio.sleep(0)
+            # Data that arrived while over budget waits too. Nothing yields
+            # between this check and mitmproxy handling (and charging) the data,
+            # so the session's other connections see the charge at once.
+            await self._gate()
         return data
 
     def __getattr__(self, name: str) -> Any:
