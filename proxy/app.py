@@ -41,7 +41,7 @@ from airlock.proxy.addons.auth import SessionAuth
 from airlock.proxy.addons.chain import Chain
 from airlock.proxy.addons.intercept import InterceptDecision
 from airlock.proxy.addons.lifecycle import ConnectionLifecycle
-from airlock.proxy.addons.limits import SessionLimits
+from airlock.proxy.addons.limits import Budgets, SessionLimits
 from airlock.proxy.addons.policy import EgressPolicy
 from airlock.proxy.addons.scrub import Scrub
 from airlock.proxy.addons.swap import Swap
@@ -235,6 +235,8 @@ class ProxyServer:
         )
         master = DumpMaster(opts, with_termlog=False, with_dumper=False)
         self._install_limits(ctx, master)
+        budgets = Budgets(ctx)
+        mitm.install_h2_meter(budgets.h2_event)
         opts.update(  # type: ignore[no-untyped-call]
             upstream_cert=False,
             ssl_verify_upstream_trusted_ca=str(trust),
@@ -251,7 +253,11 @@ class ProxyServer:
             Chain(
                 [
                     SessionAuth(ctx),
-                    SessionLimits(ctx),
+                    SessionLimits(
+                        ctx,
+                        budgets,
+                        lambda cid, gate, chunk: mitm.gate_client_reads(master, cid, gate, chunk),
+                    ),
                     EgressPolicy(ctx),
                     InterceptDecision(ctx),
                     Swap(ctx),
@@ -303,6 +309,7 @@ class ProxyServer:
         finally:
             loop.remove_signal_handler(signal.SIGHUP)
             mitm.uninstall_head_guard()
+            mitm.uninstall_h2_meter()
             for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -133,6 +133,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--session-burst", type=int, default=1000, help="token bucket size per session"
     )
     limits.add_argument(
+        "--connection-rate",
+        type=float,
+        default=200.0,
+        help="requests, new HTTP/2 streams and stream resets per second on one connection "
+        "(the proxy stops reading a connection over it); 0 = no limit",
+    )
+    limits.add_argument(
+        "--connection-burst", type=int, default=400, help="token bucket size per connection"
+    )
+    limits.add_argument(
+        "--max-unauthenticated-connections",
+        type=int,
+        default=64,
+        help="connections that have not proven a session yet (beyond: closed at once)",
+    )
+    limits.add_argument(
+        "--unauthenticated-timeout",
+        type=float,
+        default=5.0,
+        help="seconds a connection may take to prove a session before it is closed",
+    )
+    limits.add_argument(
         "--refusal-audit-per-minute",
         type=int,
         default=60,
@@ -217,6 +239,10 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     _positive("--max-connections-per-session", args.max_connections_per_session)
     _positive("--session-rate", args.session_rate, zero_ok=True)
     _positive("--session-burst", args.session_burst)
+    _positive("--connection-rate", args.connection_rate, zero_ok=True)
+    _positive("--connection-burst", args.connection_burst)
+    _positive("--max-unauthenticated-connections", args.max_unauthenticated_connections)
+    _positive("--unauthenticated-timeout", args.unauthenticated_timeout)
     _positive("--refusal-audit-per-minute", args.refusal_audit_per_minute, zero_ok=True)
     return ProxyConfig(
         listen_host=host,
@@ -245,6 +271,10 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
         github_app_id=args.github_app_id,
         github_app_key_file=app_key,
         github_api_url=str(args.github_api_url).rstrip("/"),
+        connection_rate=args.connection_rate,
+        connection_burst=args.connection_burst,
+        max_unauthenticated_connections=args.max_unauthenticated_connections,
+        unauthenticated_timeout_s=args.unauthenticated_timeout,
     )
 
 

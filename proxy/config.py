@@ -63,6 +63,13 @@ class ProxyConfig:
     session_rate: float = 500.0
     session_burst: int = 1000
     session_check_s: float = 1.0
+    # Connections that have not proven a session (see addons/auth.py).
+    max_unauthenticated_connections: int = 64
+    unauthenticated_timeout_s: float = 5.0
+    # Requests, new HTTP/2 streams and resets one connection may send a second
+    # (see addons/limits.py); over it the proxy stops reading that connection.
+    connection_rate: float = 200.0
+    connection_burst: int = 400
     # Refusals of unauthenticated or rate-limited traffic written per reason and minute.
     refusal_audit_per_minute: int = 60
     # Least privilege per command (docs/proxy.md, "Lease scopes").

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -46,6 +47,8 @@ from airlock.proxy.store.base import (
     now,
 )
 from airlock.proxy.tracing import request_trace_id, trace_middleware
+
+log = logging.getLogger("airlock.proxy.control")
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -90,10 +93,43 @@ async def _parse(request: web.Request, model: type[M]) -> M:
         data: Any = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
         raise ApiError("invalid_request", "body is not valid JSON") from None
+    except RecursionError:
+        raise ApiError("invalid_request", _TOO_DEEP) from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ApiError("invalid_request", _describe(exc)) from None
+    except RecursionError:
+        raise ApiError("invalid_request", _TOO_DEEP) from None
+
+
+_TOO_DEEP = "body nests too deeply; send flat JSON as the schema describes"
+
+
+@web.middleware
+async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The last word on errors: whatever a handler raises becomes the JSON envelope.
+
+    Outermost middleware, so nothing reaches aiohttp's text/plain 500 page or its
+    traceback in the log. A client's mistake that escaped the handlers (nesting
+    deep enough to exhaust the stack) is ``invalid_request``; anything else is
+    ``internal``, logged as one line naming the route and the exception type
+    (never its message, which could quote the request).
+    """
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = "not_found" if exc.status == 404 else "invalid_request"
+        resp = _error(code, exc.reason or "error")
+        resp.set_status(exc.status)
+        return resp
+    except RecursionError:
+        return _error("invalid_request", _TOO_DEEP)
+    except Exception as exc:
+        log.error("control %s %s failed: %s", request.method, request.path, type(exc).__name__)
+        return _error("internal", "the proxy failed to handle this request; retry or report it")
 
 
 def _id(request: web.Request, name: str) -> str:
@@ -135,7 +171,7 @@ class ControlAPI:
 
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[trace_middleware, self._middleware], client_max_size=1 << 20
+            middlewares=[trace_middleware, envelope, self._middleware], client_max_size=1 << 20
         )
         r = app.router
         r.add_get("/v1/health", self.health)

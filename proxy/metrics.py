@@ -1,4 +1,11 @@
-"""Prometheus metrics of one proxy process (own registry: no global state)."""
+"""Prometheus metrics of one proxy process (own registry: no global state).
+
+The counters (swaps, refusals, control latency) are this process's. The two
+gauges are the *store's*: live sessions and leases, read from counts the
+store keeps as records come and go (never by walking it). With the memory
+store that is this process; with Redis every replica reports the same
+cluster-wide numbers, so aggregate them with ``max`` (not ``sum``).
+"""
 
 from __future__ import annotations
 
@@ -24,10 +31,14 @@ class Metrics:
             registry=self.registry,
         )
         self.sessions = Gauge(
-            "airlock_proxy_active_sessions", "Live sessions in the store.", registry=self.registry
+            "airlock_proxy_active_sessions",
+            "Live sessions in the store (store-wide: the same on every replica).",
+            registry=self.registry,
         )
         self.leases = Gauge(
-            "airlock_proxy_active_leases", "Live leases in the store.", registry=self.registry
+            "airlock_proxy_active_leases",
+            "Live leases in the store (store-wide: the same on every replica).",
+            registry=self.registry,
         )
         self.control_latency = Histogram(
             "airlock_proxy_control_request_seconds",

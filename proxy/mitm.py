@@ -20,6 +20,10 @@ mitmproxy 11.0.x by ``pyproject.toml``):
   ``max_header_list_size``.
 - **The idle timeout**: ``mitmproxy.proxy.server.TCP_TIMEOUT`` is read when a
   connection starts; we set it from ``--idle-timeout``.
+- **Fair reads and the HTTP/2 meter** (floods): a client's reads are capped and
+  held while its connection or session is over budget, and every HTTP/2 event
+  a client causes is reported before mitmproxy acts on it (see the section at
+  the end; the budgets are :mod:`airlock.proxy.addons.limits`).
 """
 
 from __future__ import annotations
@@ -30,14 +34,16 @@ import logging
 import re
 import time
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+import h2.events  # type: ignore[import-untyped]
+from h2.stream import StreamClosedBy  # type: ignore[import-untyped]
 from h11._receivebuffer import ReceiveBuffer
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy import server as mitm_server
-from mitmproxy.proxy.layers.http import HttpStream, _http1
+from mitmproxy.proxy.layers.http import HttpStream, _http1, _http2
 from mitmproxy.proxy.layers.http._events import (
     RequestData,
     RequestEndOfMessage,
@@ -51,7 +57,7 @@ _TIMER = "_airlock_head_timer"
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
-def kill_client(master: Any, client_id: str, reason: str) -> bool:
+def kill_client(master: Any, client_id: str, reason: str, _tries: int = 40) -> bool:
     """End one client connection (and the server connections it relays)."""
     proxyserver = master.addons.get("proxyserver")
     handler = proxyserver.connections.get(client_id) if proxyserver is not None else None
@@ -61,8 +67,18 @@ def kill_client(master: Any, client_id: str, reason: str) -> bool:
     if io is None or io.handler is None:
         # Still in client_connected: mitmproxy closes a client with an error.
         handler.client.error = f"airlock: {reason}"
+        # ... unless it is already past that check and its reader has not
+        # started yet (many connections accepted at once): look again soon.
+        if _tries > 0:
+            asyncio.get_running_loop().call_later(
+                0.05, kill_client, master, client_id, reason, _tries - 1
+            )
         return True
     io.handler.cancel(f"airlock: {reason}")
+    if io.writer is not None:
+        # A reader task cancelled before its first step never runs the code
+        # that closes the socket (many connections accepted at once): close it.
+        io.writer.close()
     return True
 
 
@@ -311,3 +327,106 @@ def install_body_gate() -> None:
     if _original_start is None:
         _original_start = HttpStream.start_request_stream
         HttpStream.start_request_stream = _gated_start  # type: ignore[method-assign]
+
+
+# --- Fair reads and HTTP/2 metering (the policy is in addons/limits.py) ------
+#
+# mitmproxy reads a client 64 KiB at a time and hands all of it to its layers
+# at once, without a turn of the event loop while data is buffered; HTTP/2
+# parsing of 64 KiB of rapid-reset frames alone takes a quarter of a second.
+# A client's reads are therefore as large as ``chunk()`` says (small until the
+# connection is known not to speak HTTP/2), a full one is followed by a turn
+# of the loop, and they are held while ``gate`` says the connection or its
+# session is over budget.
+# The HTTP/2 meter reports each frame event a client causes *before*
+# mitmproxy acts on it, so streams and resets are counted as they are parsed.
+
+
+class _GatedReader:
+    def __init__(
+        self, inner: Any, gate: Callable[[], Awaitable[None]], chunk: Callable[[], int]
+    ) -> None:
+        self._inner = inner
+        self._gate = gate
+        self._chunk = chunk
+
+    async def read(self, n: int = -1) -> bytes:
+        await self._gate()
+        size = self._chunk()
+        want = size if n < 0 else min(n, size)
+        data: bytes = await self._inner.read(want)
+        if data:
+            if len(data) >= want:
+                # More may be buffered, and reading it would not yield: let the
+                # other connections have their turn first.
+                await asyncio.sleep(0)
+            # Data that arrived while over budget waits too. Nothing yields
+            # between this check and mitmproxy handling (and charging) the data,
+            # so the session's other connections see the charge at once.
+            await self._gate()
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def gate_client_reads(
+    master: Any, client_id: str, gate: Callable[[], Awaitable[None]], chunk: Callable[[], int]
+) -> bool:
+    """Read a just-connected client at most ``chunk()`` bytes at a time, after ``gate``."""
+    proxyserver = master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(client_id) if proxyserver is not None else None
+    if handler is None:
+        return False
+    io = handler.transports.get(handler.client)
+    if io is None or io.reader is None:
+        return False
+    io.reader = _GatedReader(io.reader, gate, chunk)
+    return True
+
+
+H2Meter = Callable[[str, str, int], None]  # (client id, "stream"|"reset"|"data"|"frame", size)
+_h2_meter: H2Meter | None = None
+_h2_original: Callable[..., Any] | None = None
+
+
+def _metered_h2_event(self: Any, event: Any) -> Generator[Any, Any, bool]:
+    assert _h2_original is not None
+    meter = _h2_meter
+    if meter is not None:
+        size = 0
+        if isinstance(event, h2.events.RequestReceived):
+            kind = "stream"
+        elif isinstance(event, h2.events.StreamReset):
+            kind = "reset"
+        elif isinstance(event, h2.events.DataReceived):
+            kind, size = "data", int(event.flow_controlled_length or 0)
+        else:
+            kind = "frame"
+        meter(self.context.client.id, kind, size)
+        if kind == "stream" and _reset_by_client(self.h2_conn, event.stream_id):
+            # HEADERS and RST_STREAM arrived in the same read (rapid reset):
+            # the stream is over before it began, so no flow and no hook runs
+            # for it; mitmproxy ignores the reset of a stream it never saw.
+            return False
+    result: bool = yield from _h2_original(self, event)
+    return result
+
+
+def _reset_by_client(conn: Any, stream_id: int) -> bool:
+    closed_by = conn._stream_closed_by(stream_id)
+    return bool(closed_by == StreamClosedBy.RECV_RST_STREAM)
+
+
+def install_h2_meter(meter: H2Meter) -> None:
+    """Call ``meter`` for every HTTP/2 event a client connection causes (idempotent)."""
+    global _h2_meter, _h2_original
+    _h2_meter = meter
+    if _h2_original is None:
+        _h2_original = _http2.Http2Server.handle_h2_event
+        _http2.Http2Server.handle_h2_event = _metered_h2_event  # type: ignore[method-assign]
+
+
+def uninstall_h2_meter() -> None:
+    global _h2_meter
+    _h2_meter = None

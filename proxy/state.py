@@ -55,6 +55,11 @@ class ClientState:
     closing: str | None = None
     # A request head (CONNECT or request) has arrived on this connection.
     seen_head: bool = False
+    # Its HTTP/2 frames are charged to the rate buckets as they are parsed
+    # (addons/limits.py), so its HTTP/2 requests are not charged again.
+    h2_metered: bool = False
+    # Counted in the unauthenticated pool (connected, no session proven yet).
+    unauthenticated: bool = False
 
 
 class Connections:
@@ -65,6 +70,8 @@ class Connections:
         self._dialing: dict[str, tuple[str, int]] = {}
         self._killer: Killer | None = None
         self._per_session: dict[str, int] = {}
+        # Unauthenticated connections, oldest first (dicts keep insertion order).
+        self._unauthenticated: dict[str, None] = {}
 
     def set_killer(self, killer: Killer) -> None:
         """Installed by the app once mitmproxy runs: ends one client connection."""
@@ -78,6 +85,8 @@ class Connections:
 
     def drop(self, client_id: str) -> ClientState | None:
         state = self._clients.pop(client_id, None)
+        if state is not None and state.unauthenticated:
+            self._unauthenticated.pop(client_id, None)
         if state is not None and state.counted is not None:
             left = self._per_session.get(state.counted, 0) - 1
             if left > 0:
@@ -119,6 +128,38 @@ class Connections:
             if st.session_id is not None and st.closing is None:
                 out.setdefault(st.session_id, set()).add(st.generation or "")
         return out
+
+    def connected(self, client_id: str) -> int:
+        """A client connected: it joins the unauthenticated pool; the pool's size now."""
+        state = self.state(client_id)
+        if not state.unauthenticated and state.session_id is None:
+            state.unauthenticated = True
+            self._unauthenticated[client_id] = None
+        return len(self._unauthenticated)
+
+    def evict_oldest_unauthenticated(self) -> str | None:
+        """Take the connection that waited longest without proving a session out
+        of the pool (the caller closes it); None when the pool is empty."""
+        for client_id in self._unauthenticated:
+            del self._unauthenticated[client_id]
+            state = self._clients.get(client_id)
+            if state is not None:
+                state.unauthenticated = False
+            return client_id
+        return None
+
+    def authenticated(self, client_id: str, session_id: str, generation: str) -> None:
+        """The connection proved a session: it leaves the unauthenticated pool."""
+        state = self.state(client_id)
+        state.session_id = session_id
+        state.generation = generation
+        if state.unauthenticated:
+            state.unauthenticated = False
+            self._unauthenticated.pop(client_id, None)
+
+    def unauthenticated(self) -> int:
+        """Open connections that have not proven a session yet."""
+        return len(self._unauthenticated)
 
     def count_for(self, session_id: str) -> int:
         """Open client connections that authenticated as ``session_id``."""

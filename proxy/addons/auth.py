@@ -10,14 +10,27 @@ that the session still exists *with the generation the tunnel was opened
 under*: a deleted session's tunnel, or one whose id was re-created by another
 tenant, answers 407 ``session_gone`` and never swaps (the control API also
 closes such connections at once; see :mod:`airlock.proxy.reaper`).
+
+A 407 ends its connection once the answer is written (``Connection: close``):
+a connection that failed to authenticate holds nothing worth keeping, and
+left open it would idle for ``--idle-timeout`` counted against no session.
+Until a connection proves a session it sits in the *unauthenticated pool*:
+past ``--max-unauthenticated-connections`` the pool's *oldest* connection is
+closed to make room for the new one (a client with credentials sends its
+CONNECT within milliseconds, so it is never the oldest for long; refusing the
+newcomer instead would let a few silent connections lock everyone out), and a
+connection still unauthenticated ``--unauthenticated-timeout`` after it
+connected is closed then. Anonymous clients can therefore hold only a small,
+bounded share of the proxy's descriptors and never lock a session out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 
-from mitmproxy import http
+from mitmproxy import connection, http
 
 from airlock.proxy.context import ProxyContext, refused
 from airlock.proxy.state import Tunnel
@@ -48,11 +61,43 @@ class SessionAuth:
     def __init__(self, ctx: ProxyContext) -> None:
         self.ctx = ctx
 
+    def client_connected(self, client: connection.Client) -> None:
+        connections = self.ctx.connections
+        pool = connections.connected(client.id)
+        cap = self.ctx.config.max_unauthenticated_connections
+        while pool > cap:
+            oldest = connections.evict_oldest_unauthenticated()
+            if oldest is None:
+                break
+            self._close_unauthenticated(oldest, 429, "unauthenticated_limit")
+            pool -= 1
+        asyncio.get_running_loop().call_later(
+            self.ctx.config.unauthenticated_timeout_s, self._unauthenticated_due, client.id
+        )
+
+    def _unauthenticated_due(self, client_id: str) -> None:
+        state = self.ctx.connections.get(client_id)
+        if state is None or not state.unauthenticated or state.closing is not None:
+            return
+        self._close_unauthenticated(client_id, 408, "unauthenticated_timeout")
+
+    def _close_unauthenticated(self, client_id: str, status: int, reason: str) -> None:
+        self.ctx.metrics.refusals.labels(reason=reason).inc()
+        self.ctx.audit.write("refusal", reason=reason, status=status)
+        self.ctx.connections.kill(client_id, reason)
+
+    def _refuse_407(self, flow: http.HTTPFlow, reason: str, message: str, **fields: str) -> None:
+        """Answer 407 and end the connection once the answer is out."""
+        self.ctx.refuse(flow, 407, reason, message, **fields)
+        assert flow.response is not None
+        if not flow.request.http_version.startswith("HTTP/2"):
+            flow.response.headers["connection"] = "close"
+
     async def _authenticate(self, flow: http.HTTPFlow) -> SessionRecord | None:
         creds = parse_proxy_authorization(flow.request.headers.get("proxy-authorization"))
         flow.request.headers.pop("proxy-authorization", None)
         if creds is None:
-            self.ctx.refuse(flow, 407, "proxy_auth_required", "proxy credentials required")
+            self._refuse_407(flow, "proxy_auth_required", "proxy credentials required")
             return None
         sid, secret = creds
         try:
@@ -63,12 +108,12 @@ class SessionAuth:
             )
             return None
         if session is None or not session.check_secret(secret):
-            self.ctx.refuse(flow, 407, "proxy_auth_failed", "unknown session or bad secret")
+            self._refuse_407(flow, "proxy_auth_failed", "unknown session or bad secret")
             return None
         flow.metadata[SESSION] = session
-        state = self.ctx.connections.state(flow.client_conn.id)
-        state.session_id = session.session_id
-        state.generation = session.generation
+        self.ctx.connections.authenticated(
+            flow.client_conn.id, session.session_id, session.generation
+        )
         return session
 
     async def http_connect(self, flow: http.HTTPFlow) -> None:
@@ -97,9 +142,8 @@ class SessionAuth:
             )
             return
         if session is None or session.generation != tunnel.generation:
-            self.ctx.refuse(
+            self._refuse_407(
                 flow,
-                407,
                 "session_gone",
                 "this tunnel's session was deleted or expired; open a new connection "
                 "with the current proxy URL",

@@ -2,7 +2,9 @@
 
 Expired records are invisible the moment their time passes (every read checks
 ``expires_at``); :meth:`MemoryStore.expire_lease` and friends reclaim the memory
-and let the caller write the audit line.
+and let the caller write the audit line. The live counts for ``/metrics`` are
+kept as records come and go (:class:`~.census.LiveCount`), never counted by
+walking the dicts.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from airlock.proxy.store.base import (
     Store,
     now,
 )
+from airlock.proxy.store.census import LiveCount
 
 
 class MemoryStore(Store):
@@ -26,6 +29,8 @@ class MemoryStore(Store):
         self._sessions: dict[str, SessionRecord] = {}
         self._leases: dict[str, dict[str, LeaseRecord]] = {}
         self._placeholders: dict[str, PlaceholderEntry] = {}
+        self._live_sessions: LiveCount[str] = LiveCount()
+        self._live_leases: LiveCount[tuple[str, str]] = LiveCount()
 
     async def ping(self) -> None:
         return None
@@ -38,6 +43,7 @@ class MemoryStore(Store):
             self._drop_session(record.session_id)
         self._sessions[record.session_id] = record
         self._leases[record.session_id] = {}
+        self._live_sessions.add(record.session_id, record.expires_at, now())
         return True
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
@@ -46,9 +52,11 @@ class MemoryStore(Store):
 
     def _drop_session(self, session_id: str) -> list[str]:
         self._sessions.pop(session_id, None)
+        self._live_sessions.discard(session_id)
         leases = self._leases.pop(session_id, {})
         for lease in leases.values():
             self._unindex(lease)
+            self._live_leases.discard((session_id, lease.lease_id))
         return sorted(lid for lid, lease in leases.items() if lease.live())
 
     async def delete_session(self, session_id: str) -> tuple[bool, list[str]]:
@@ -78,6 +86,7 @@ class MemoryStore(Store):
         leases[record.lease_id] = record
         for ph in record.placeholders:
             self._placeholders[ph] = record.entry_for(ph)
+        self._live_leases.add((record.session_id, record.lease_id), record.expires_at, at)
         return old is not None and old.live(at)
 
     async def delete_lease(self, session_id: str, lease_id: str) -> bool:
@@ -85,6 +94,7 @@ class MemoryStore(Store):
         if lease is None:
             return False
         self._unindex(lease)
+        self._live_leases.discard((session_id, lease_id))
         return lease.live()
 
     async def list_leases(self, session_id: str) -> list[LeaseRecord]:
@@ -110,9 +120,7 @@ class MemoryStore(Store):
 
     async def counts(self) -> tuple[int, int]:
         at = now()
-        sessions = sum(1 for s in self._sessions.values() if s.live(at))
-        leases = sum(1 for ls in self._leases.values() for lease in ls.values() if lease.live(at))
-        return sessions, leases
+        return self._live_sessions.count(at), self._live_leases.count(at)
 
     async def expire_session(self, session_id: str, expires_at: float) -> bool:
         record = self._sessions.get(session_id)
@@ -128,4 +136,5 @@ class MemoryStore(Store):
             return False
         del leases[lease_id]
         self._unindex(lease)
+        self._live_leases.discard((session_id, lease_id))
         return True

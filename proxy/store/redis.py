@@ -8,6 +8,12 @@ live behind:
 - ``sl:{sid}``        set of the session's lease ids
 - ``l:{sid}:{lid}``   lease JSON, including the real tokens
 - ``ph:{placeholder}`` owner of a placeholder: session, lease and its rules
+- ``live:s``, ``live:l`` sorted sets of session ids and ``{sid}:{lid}`` lease
+  names scored by their ``expires_at``: what ``/metrics`` counts. A scrape is
+  one round trip (``ZREMRANGEBYSCORE`` of what expired, ``ZCARD``), never a
+  ``SCAN``; every replica sees the same numbers, and an entry whose record
+  Redis expired on its own (no replica alive to remove it) stops counting
+  when its score passes.
 
 The per-request lookup is a single ``MGET s:{sid} ph:{...}``. Any Redis error
 becomes :class:`StoreUnavailable`, so the proxy fails closed.
@@ -41,6 +47,15 @@ from airlock.proxy.store.base import (
 from airlock.proxy.store.crypto import MAGIC, Sealer, SealError
 
 T = TypeVar("T")
+
+# SET NX and its entry in the live index, as one step (see counts()).
+_CREATE_SESSION = """
+if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+  return 1
+end
+return 0
+"""
 
 
 def _px(expires_at: float) -> int:
@@ -80,6 +95,14 @@ class RedisStore(Store):
     def _ph(self, placeholder: str) -> str:
         return f"{self._prefix}ph:{placeholder}"
 
+    @property
+    def _live_s(self) -> str:
+        return f"{self._prefix}live:s"
+
+    @property
+    def _live_l(self) -> str:
+        return f"{self._prefix}live:l"
+
     def _seal(self, name: str, text: str) -> bytes | str:
         if self._sealer is None:
             return text
@@ -111,11 +134,15 @@ class RedisStore(Store):
 
     async def create_session(self, record: SessionRecord) -> bool:
         async def op() -> bool:
-            ok = await self._redis.set(
+            ok = await self._redis.eval(
+                _CREATE_SESSION,
+                2,
                 self._s(record.session_id),
+                self._live_s,
                 self._seal(self._s(record.session_id), record.to_json()),
-                px=_px(record.expires_at),
-                nx=True,
+                _px(record.expires_at),
+                repr(record.expires_at),
+                record.session_id,
             )
             return bool(ok)
 
@@ -153,6 +180,7 @@ class RedisStore(Store):
             pipe = self._redis.pipeline(transaction=True)
             pipe.delete(self._l(lease.session_id, lease.lease_id))
             pipe.srem(self._sl(lease.session_id), lease.lease_id)
+            pipe.zrem(self._live_l, f"{lease.session_id}:{lease.lease_id}")
             for ph in lease.placeholders:
                 pipe.delete(self._ph(ph))
             await pipe.execute()
@@ -170,7 +198,14 @@ class RedisStore(Store):
                 await self._remove_lease(lease)
                 if lease.live():
                     removed.append(lid)
-        await self._call(lambda: self._redis.delete(self._s(session_id), self._sl(session_id)))
+
+        async def op() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.delete(self._s(session_id), self._sl(session_id))
+            pipe.zrem(self._live_s, session_id)
+            await pipe.execute()
+
+        await self._call(op)
         return existed, sorted(removed)
 
     async def put_lease(self, record: LeaseRecord) -> bool:
@@ -213,6 +248,10 @@ class RedisStore(Store):
                             entry_json = record.entry_for(ph).to_json()
                             pipe.set(self._ph(ph), self._seal(self._ph(ph), entry_json), px=px)
                         pipe.sadd(self._sl(record.session_id), record.lease_id)
+                        pipe.zadd(
+                            self._live_l,
+                            {f"{record.session_id}:{record.lease_id}": record.expires_at},
+                        )
                         pipe.pexpire(self._sl(record.session_id), max(session_px, px))
                         await pipe.execute()
                     except WatchError:
@@ -264,19 +303,20 @@ class RedisStore(Store):
                     found[ph] = entry
         return session, found
 
-    async def _count(self, pattern: str) -> int:
-        async def op() -> int:
-            n = 0
-            async for _ in self._redis.scan_iter(match=pattern, count=1000):
-                n += 1
-            return n
+    async def counts(self) -> tuple[int, int]:
+        """One round trip: forget what expired, count what is left (never a SCAN)."""
+
+        async def op() -> tuple[int, int]:
+            at = now()
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zremrangebyscore(self._live_s, "-inf", at)
+            pipe.zcard(self._live_s)
+            pipe.zremrangebyscore(self._live_l, "-inf", at)
+            pipe.zcard(self._live_l)
+            _, sessions, _, leases = await pipe.execute()
+            return int(sessions), int(leases)
 
         return await self._call(op)
-
-    async def counts(self) -> tuple[int, int]:
-        sessions = await self._count(f"{self._prefix}s:*")
-        leases = await self._count(f"{self._prefix}l:*")
-        return sessions, leases
 
     async def expire_session(self, session_id: str, expires_at: float) -> bool:
         raw = await self._call(lambda: self._redis.get(self._s(session_id)))

@@ -153,9 +153,29 @@ def test_limit_flags_and_their_defaults(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
     assert (cfg.max_head_bytes, cfg.head_timeout_s, cfg.idle_timeout_s) == (65536, 10.0, 300.0)
     assert (cfg.max_session_connections, cfg.session_rate, cfg.session_burst) == (128, 500.0, 1000)
+    assert (cfg.connection_rate, cfg.connection_burst) == (200.0, 400)
+    assert (cfg.max_unauthenticated_connections, cfg.unauthenticated_timeout_s) == (64, 5.0)
     cfg = _config(tmp_path, "--max-head-bytes", "1024", "--session-rate", "0")
     assert cfg.max_head_bytes == 1024 and cfg.session_rate == 0
-    for bad in (["--max-head-bytes", "0"], ["--head-timeout", "-1"], ["--session-burst", "0"]):
+    cfg = _config(
+        tmp_path,
+        "--connection-rate",
+        "0",
+        "--max-unauthenticated-connections",
+        "8",
+        "--unauthenticated-timeout",
+        "1.5",
+    )
+    assert cfg.connection_rate == 0 and cfg.max_unauthenticated_connections == 8
+    assert cfg.unauthenticated_timeout_s == 1.5
+    for bad in (
+        ["--max-head-bytes", "0"],
+        ["--head-timeout", "-1"],
+        ["--session-burst", "0"],
+        ["--connection-burst", "0"],
+        ["--max-unauthenticated-connections", "0"],
+        ["--unauthenticated-timeout", "0"],
+    ):
         with pytest.raises(ConfigError, match=bad[0]):
             _config(tmp_path, *bad)
 

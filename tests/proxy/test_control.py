@@ -210,3 +210,41 @@ async def test_metrics_count_sessions_leases_and_refusals(unix_proxy: ProxyProce
     assert "airlock_proxy_control_request_seconds_bucket" in text
     assert "airlock_proxy_swaps_total" in text
     assert "airlock_proxy_refusals_total" in text
+
+
+async def test_envelope_turns_any_escaped_exception_into_json(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The outermost middleware is the last word: nothing reaches aiohttp's text/plain 500."""
+    from aiohttp import web
+
+    from airlock.proxy.control import envelope
+
+    async def boom(request: web.Request) -> web.StreamResponse:
+        raise RuntimeError("secret-in-message")
+
+    async def deep(request: web.Request) -> web.StreamResponse:
+        raise RecursionError
+
+    app = web.Application(middlewares=[envelope])
+    app.router.add_get("/boom", boom)
+    app.router.add_get("/deep", deep)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = str(tmp_path / "e.sock")
+    await web.UnixSite(runner, sock).start()
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=sock)) as http:
+            async with http.get("http://x/boom") as resp:
+                assert resp.status == 500 and resp.content_type == "application/json"
+                assert (await resp.json())["error"]["code"] == "internal"
+            async with http.get("http://x/deep") as resp:
+                assert resp.status == 400
+                assert (await resp.json())["error"]["code"] == "invalid_request"
+            async with http.get("http://x/missing") as resp:
+                assert resp.status == 404
+                assert (await resp.json())["error"]["code"] == "not_found"
+    finally:
+        await runner.cleanup()
+    assert "secret-in-message" not in caplog.text
+    assert "RuntimeError" in caplog.text

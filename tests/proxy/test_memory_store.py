@@ -15,6 +15,7 @@ from airlock.proxy.store.base import (
     now,
 )
 from airlock.proxy.store.memory import MemoryStore
+from tests.fakes.wait import wait_until
 
 
 def _rule(ph: str, host: str = "api.github.com") -> LeaseRule:
@@ -72,3 +73,51 @@ async def test_expiry_is_exact_and_reclaimed() -> None:
     assert await store.expire_lease("s", "l", at)
     assert not await store.expire_lease("s", "l", at)
     assert not await store.delete_lease("s", "l")
+
+
+async def test_counts_are_kept_across_expiry_revocation_and_replacement() -> None:
+    store = MemoryStore()
+    at = now()
+    for sid in ("s1", "s2"):
+        assert await store.create_session(SessionRecord(sid, hash_secret("x"), (), at + 60))
+    await store.put_lease(LeaseRecord("s1", "a", (_rule("ph-count-a"),), at + 60))
+    await store.put_lease(LeaseRecord("s1", "b", (_rule("ph-count-b"),), at + 0.2))
+    await store.put_lease(LeaseRecord("s2", "c", (_rule("ph-count-c"),), at + 60))
+    assert await store.counts() == (2, 3)
+    await store.put_lease(LeaseRecord("s1", "a", (_rule("ph-count-a"),), at + 60))  # replaced
+    assert await store.counts() == (2, 3)
+    await store.delete_lease("s2", "c")  # revoked
+    assert await store.counts() == (2, 2)
+
+    async def lapsed() -> bool:
+        return await store.counts() == (2, 1)
+
+    await wait_until(lapsed, timeout=10, message="the short lease stops counting")
+    assert await store.expire_lease("s1", "b", at + 0.2)  # reclaimed: still not counted twice
+    assert await store.counts() == (2, 1)
+    await store.delete_session("s1")  # takes its lease with it
+    assert await store.counts() == (1, 0)
+
+
+class _NoWalk(dict):  # type: ignore[type-arg]
+    """A dict that fails the test if anything iterates it."""
+
+    def values(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("counts() walked the store")
+
+    def items(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("counts() walked the store")
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("counts() walked the store")
+
+
+async def test_counts_do_not_walk_the_records() -> None:
+    store = MemoryStore()
+    at = now()
+    for i in range(200):
+        assert await store.create_session(SessionRecord(f"s{i}", hash_secret("x"), (), at + 60))
+        await store.put_lease(LeaseRecord(f"s{i}", "l", (_rule(f"ph-walk-{i:04d}"),), at + 60))
+    store._sessions = _NoWalk(store._sessions)
+    store._leases = _NoWalk(store._leases)
+    assert await store.counts() == (200, 200)

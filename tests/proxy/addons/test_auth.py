@@ -58,3 +58,40 @@ async def test_tunnel_of_a_recreated_session_is_refused(tmp_path: Path) -> None:
     await auth.requestheaders(after)
     assert after.response is not None and after.response.status_code == 407
     assert after.response.headers["x-airlock-refusal"] == "session_gone"
+
+
+async def test_407_ends_its_connection_after_the_answer(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    await _session(h)
+    auth = SessionAuth(h.ctx)
+    for header in (None, basic("s1", "wrong")):
+        flow = connect_flow(auth=header)
+        await auth.http_connect(flow)
+        assert flow.response is not None and flow.response.status_code == 407
+        assert flow.response.headers["connection"] == "close"
+
+
+async def test_unauthenticated_pool_evicts_its_oldest_and_times_out(tmp_path: Path) -> None:
+    from mitmproxy.test import tflow
+
+    h = make_harness(tmp_path, max_unauthenticated_connections=2, unauthenticated_timeout_s=30)
+    await _session(h)
+    auth = SessionAuth(h.ctx)
+    clients = [tflow.tclient_conn() for _ in range(3)]
+    for client in clients:
+        auth.client_connected(client)
+    # The third made room by closing the first (the oldest), not itself.
+    assert h.killed == [(clients[0].id, "unauthenticated_limit")]
+    assert h.ctx.connections.unauthenticated() == 2
+    # Proving a session leaves the pool; the timer then spares the connection.
+    flow = connect_flow(auth=basic("s1", "pw"))
+    flow.client_conn = clients[1]
+    await auth.http_connect(flow)
+    assert h.ctx.connections.unauthenticated() == 1
+    auth._unauthenticated_due(clients[1].id)
+    auth._unauthenticated_due(clients[2].id)
+    assert h.killed[1:] == [(clients[2].id, "unauthenticated_timeout")]
+    h.ctx.connections.drop(clients[2].id)
+    assert h.ctx.connections.unauthenticated() == 0
+    reasons = [e["reason"] for e in h.events("refusal")]
+    assert reasons == ["unauthenticated_limit", "unauthenticated_timeout"]
