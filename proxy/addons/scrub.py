@@ -231,6 +231,10 @@ class Scrub:
             # Our own answer: nothing of upstream's (e.g. its trailers) rides along.
             response.trailers = None
             return
+        if response.trailers and flow.client_conn.alpn != b"h2":
+            # mitmproxy cannot write HTTP/1 trailers (the response would never
+            # end): an HTTP/2 upstream's trailers are dropped for an HTTP/1 client.
+            response.trailers = None
         if response.status_code == 101 and flow.websocket is None:
             self._replace(
                 flow,

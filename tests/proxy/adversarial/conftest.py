@@ -22,9 +22,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import brotli  # type: ignore[import-untyped]
-import h2.config
-import h2.connection
-import h2.events
 import pytest
 import zstandard
 
