@@ -170,9 +170,7 @@ def find_forms(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
     if not ordered or not data:
         return []
     spans = _literal_spans(data, ordered)
-    if b"\n" in data and any(
-        real in data.translate(None, b"\r\n") for real, _ in ordered
-    ):
+    if b"\n" in data and any(real in data.translate(None, b"\r\n") for real, _ in ordered):
         spans += _wrapped_spans(data, ordered)
     if not spans:
         return []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import itertools
 
 import pytest
 
@@ -27,7 +28,7 @@ def run(data: bytes, splits: list[int] | None = None, methods: tuple[str, ...] =
         guard.request(method)
     out = bytearray()
     cuts = [0, *(splits or []), len(data)]
-    for a, b in zip(cuts, cuts[1:], strict=False):
+    for a, b in itertools.pairwise(cuts):
         out += guard.send(data[a:b])
     return bytes(out)
 

@@ -103,7 +103,9 @@ def test_http2_no_body_status_carries_no_bytes(
 ) -> None:
     """An HTTP/2 upstream sends DATA frames (the token) after a 204/304."""
     resp = h2_get(lease, f"/nobody?status={status}&size={size}")
-    assert upstream.last("/nobody").http2 and upstream.last("/nobody").auth == f"Bearer {lease.real}"
+    assert (
+        upstream.last("/nobody").http2 and upstream.last("/nobody").auth == f"Bearer {lease.real}"
+    )
     assert resp.status == status
     assert resp.raw.endswith(b"\r\n\r\n") and resp.body == b"", resp.raw[-200:]
     assert leaks(resp.everything, lease.real) == []
