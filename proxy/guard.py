@@ -319,21 +319,28 @@ class ResponseGuard:
         if hold and self._framing.at_boundary:
             raise GuardViolation("token", "a message ends on the start of a real token")
         out, sent = self._split(pieces, len(content) - hold)
-        self._window = (self._window + sent)[-self._keep :]
+        keep = self._keep
+        self._window = sent[-keep:] if len(sent) >= keep else (self._window + sent)[-keep:]
         return out
 
     def _split(self, pieces: list[Piece], upto: int) -> tuple[bytes, bytes]:
         """Send pieces up to ``upto`` content bytes; hold the rest, in order."""
-        out, sent, seen = bytearray(), bytearray(), 0
+        if len(pieces) == 1:  # the common case: one piece, no copies
+            raw, matched = pieces[0]
+            if not matched or upto >= len(raw):
+                return raw, raw if matched else b""
+        out: list[bytes] = []
+        sent: list[bytes] = []
+        seen = 0
         for index, (raw, matched) in enumerate(pieces):
             if matched and seen + len(raw) > upto:
                 cut = upto - seen
-                out += raw[:cut]
-                sent += raw[:cut]
+                out.append(raw[:cut])
+                sent.append(raw[:cut])
                 self._held = [(raw[cut:], True), *pieces[index + 1 :]]
                 break
-            out += raw
+            out.append(raw)
             if matched:
-                sent += raw
+                sent.append(raw)
                 seen += len(raw)
-        return bytes(out), bytes(sent)
+        return b"".join(out), b"".join(sent)

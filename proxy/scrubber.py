@@ -170,8 +170,11 @@ def find_forms(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
     if not ordered or not data:
         return []
     spans = _literal_spans(data, ordered)
-    if b"\n" in data and any(real in data.translate(None, b"\r\n") for real, _ in ordered):
-        spans += _wrapped_spans(data, ordered)
+    if b"\n" in data:
+        flat = data.translate(None, b"\r\n")
+        # Only when some occurrence has a break inside (not just literal ones).
+        if any(real in flat and flat.count(real) != data.count(real) for real, _ in ordered):
+            spans += _wrapped_spans(data, ordered)
     if not spans:
         return []
     # Longest first (``ordered`` is), then by position; drop overlaps.
