@@ -169,12 +169,18 @@ def find_forms(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
     sorted, non-overlapping, the longest form winning where two overlap."""
     if not ordered or not data:
         return []
-    spans = _literal_spans(data, ordered)
     if b"\n" in data:
+        # One pass over the text without line breaks finds literal and wrapped
+        # occurrences alike; the exact offsets are worked out only on a hit.
         flat = data.translate(None, b"\r\n")
-        # Only when some occurrence has a break inside (not just literal ones).
-        if any(real in flat and flat.count(real) != data.count(real) for real, _ in ordered):
+        hits = [real for real, _ in ordered if real in flat]
+        if not hits:
+            return []
+        spans = _literal_spans(data, ordered)
+        if any(flat.count(real) != data.count(real) for real in hits):
             spans += _wrapped_spans(data, ordered)
+    else:
+        spans = _literal_spans(data, ordered)
     if not spans:
         return []
     # Longest first (``ordered`` is), then by position; drop overlaps.
