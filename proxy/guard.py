@@ -305,22 +305,33 @@ class ResponseGuard:
 
     def _send(self, data: bytes) -> bytes:
         self._refresh()
+        had_held = bool(self._held)
         pieces = self._held + self._framing.feed(data)
         self._held = []
-        content = b"".join(raw for raw, matched in pieces if matched)
+        matched = [raw for raw, is_content in pieces if is_content]
+        content = matched[0] if len(matched) == 1 else b"".join(matched)
+        # Usually what goes out is exactly ``data``: no copy then.
+        whole = not had_held and sum(len(raw) for raw, _ in pieces) == len(data)
         if not self._forms:
             self._window = b""
-            return b"".join(raw for raw, _ in pieces)
-        stream = self._window + content
-        if find_forms(stream, self._forms):
+            return data if whole else b"".join(raw for raw, _ in pieces)
+        keep = self._keep
+        window = self._window
+        # A form lies in ``content`` or starts in the window and ends early in it.
+        if find_forms(content, self._forms) or (
+            window and find_forms(window + content[: keep - 1], self._forms)
+        ):
             raise GuardViolation("token", "a real token on its way to the sandbox")
-        hold = partial_form_at_end(stream, self._forms)
+        tail = content[-keep:] if len(content) >= keep else (window + content)[-keep:]
+        hold = partial_form_at_end(tail, self._forms)
         hold = min(hold, len(content)) if hold >= HOLD_MIN else 0
         if hold and self._framing.at_boundary:
             raise GuardViolation("token", "a message ends on the start of a real token")
-        out, sent = self._split(pieces, len(content) - hold)
-        keep = self._keep
-        self._window = sent[-keep:] if len(sent) >= keep else (self._window + sent)[-keep:]
+        if not hold:
+            out, sent = (data if whole else b"".join(raw for raw, _ in pieces)), content
+        else:
+            out, sent = self._split(pieces, len(content) - hold)
+        self._window = sent[-keep:] if len(sent) >= keep else (window + sent)[-keep:]
         return out
 
     def _split(self, pieces: list[Piece], upto: int) -> tuple[bytes, bytes]:
