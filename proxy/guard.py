@@ -265,6 +265,7 @@ class ResponseGuard:
         self._count = -1
         self._forms: list[tuple[bytes, bytes]] = []
         self._keep = 0
+        self._alphabet = b""
         self._window = b""  # the last content bytes let through
         self._held: list[Piece] = []
 
@@ -282,6 +283,8 @@ class ResponseGuard:
             self._forms = _minimal(ordered_forms(self.pairs))
             longest = max((len(k) for k, _ in self._forms), default=0)
             self._keep = longest + wrap_room(longest) if longest else 0
+            # Bytes a form (or a line break inside one) is made of.
+            self._alphabet = bytes(set(b"".join(k for k, _ in self._forms) + b"\r\n"))
 
     def check_line(self, line: bytes) -> None:
         """A framing line (a chunk size with its extensions) on its own."""
@@ -317,13 +320,23 @@ class ResponseGuard:
             return data if whole else b"".join(raw for raw, _ in pieces)
         keep = self._keep
         window = self._window
-        # A form lies in ``content`` or starts in the window and ends early in it.
-        if find_forms(content, self._forms) or (
-            window and find_forms(window + content[: keep - 1], self._forms)
-        ):
+        # A form lies in ``content`` or starts in the window and ends early in it
+        # (one search over both when the write is small).
+        if len(content) <= 16 * 1024:
+            found = bool(find_forms(window + content, self._forms))
+        else:
+            found = bool(find_forms(content, self._forms)) or bool(
+                window and find_forms(window + content[: keep - 1], self._forms)
+            )
+        if found:
             raise GuardViolation("token", "a real token on its way to the sandbox")
         tail = content[-keep:] if len(content) >= keep else (window + content)[-keep:]
-        hold = partial_form_at_end(tail, self._forms)
+        # A held prefix is HOLD_MIN bytes of forms or more: a byte of anything
+        # else among the last HOLD_MIN rules it out without a search.
+        if tail[-HOLD_MIN:].translate(None, self._alphabet) or len(tail) < HOLD_MIN:
+            hold = 0
+        else:
+            hold = partial_form_at_end(tail, self._forms)
         hold = min(hold, len(content)) if hold >= HOLD_MIN else 0
         if hold and self._framing.at_boundary:
             raise GuardViolation("token", "a message ends on the start of a real token")
