@@ -532,17 +532,21 @@ async def test_deleted_session_stops_open_tunnel_and_new_connections(
             )
             await client.delete_session(session.session_id)
             # The open tunnel is closed by the DELETE; httpx reconnects and
-            # its CONNECT is refused (407), or a surviving tunnel answers 407.
+            # its CONNECT is refused (407), or a surviving tunnel answers 407,
+            # or (a race under load) httpx had already reused the pooled
+            # connection the DELETE was closing and reads its close.
             try:
                 second = await http_client.get(
                     "https://api.github.com/2", headers={"authorization": f"token {ph}"}
                 )
-                second_status = second.status_code
+                second_status: int | str = second.status_code
             except httpx.ProxyError as exc:
                 assert "407" in str(exc)
                 second_status = 407
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                second_status = "closed"
     assert first.status_code == 200
-    assert second_status == 407
+    assert second_status in (407, "closed")
     status, _, _ = await curl(proxy.client_env(session), "https://api.github.com/3")
     assert status == 0 or status == 407
 
