@@ -7,13 +7,18 @@ Scenarios (HTTPS GETs, keep-alive, 16 concurrent clients, local TLS upstream):
   (c) airlock-proxy, memory store, 10,000 active leases
   (d) airlock-proxy, Redis store, 1 active lease
 
-plus the lease PUT+DELETE round trip over the Unix control socket, and a
-download table: one large body (``--download-mib``, 200 MiB by default),
-chunked and gzip-encoded, through (a) and (b). The body is incompressible (a
-git pack is) and reflects the request's Authorization value once per MiB, so
-airlock's stream scrubber decodes, scans and rewrites for real.
+  (b0) airlock-proxy as (b), without its connection-level guard (the "before")
+
+plus the lease PUT+DELETE round trip over the Unix control socket, a
+download table: one large body (``--download-mib``, 200 MiB by default) with
+a Content-Length, chunked, and chunked + gzip, through (a), (b0) and (b). The
+body is incompressible (a git pack is) and reflects the request's
+Authorization value once per MiB, so airlock's stream scrubber decodes, scans
+and rewrites for real and the guard checks every byte; "leaks" counts real
+tokens the client received. Last, the proxy's RSS per idle tunnel and per
+stalled tunnel (a sandbox that asked for the download and reads nothing).
 Targets: (b) within 1.15x of (a); (c) within 1.05x of (b); round trip < 2 ms p50;
-download MB/s of (b) >= 0.8x of (a).
+download MB/s of (b) >= 0.8x of (a), 0 leaks.
 
 mitmdump runs with ``stream_large_bodies=4m`` like airlock-proxy: without it,
 it would buffer the whole download in memory before relaying a byte.
@@ -98,23 +103,29 @@ async def _load(
 
 
 async def _download(
-    url: str, proxy: str, proxy_headers: dict[str, str], ca: str, size: int
-) -> tuple[float, int]:
-    """One download through ``proxy``: (MiB/s of decoded body, bytes received)."""
+    url: str, proxy: str, proxy_headers: dict[str, str], ca: str, size: int, query: str = ""
+) -> tuple[float, int, int]:
+    """One download through ``proxy``: (MiB/s of decoded body, bytes received,
+    real tokens received)."""
     ctx = ssl.create_default_context(cafile=ca)
-    received = 0
+    received = leaks = 0
+    tail = b""
+    real = REAL.encode()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session:
         started = time.perf_counter()
         async with session.get(
-            f"{url}?size={size}",
+            f"{url}?size={size}{query}",
             proxy=proxy,
             proxy_headers=proxy_headers,
             headers={"authorization": f"token {PLACEHOLDER}", "accept-encoding": "gzip"},
         ) as resp:
             async for chunk in resp.content.iter_chunked(1 << 16):
                 received += len(chunk)
+                window = tail + chunk
+                leaks += window.count(real)
+                tail = window[-(len(real) - 1) :]
         elapsed = time.perf_counter() - started
-    return received / elapsed / (1 << 20), received
+    return received / elapsed / (1 << 20), received, leaks
 
 
 # --- scenarios ---------------------------------------------------------------------
@@ -130,6 +141,7 @@ class Target:
     rps: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
+    pid: int | None = None
 
 
 def _ms(samples: list[float], q: float) -> float:
@@ -185,10 +197,11 @@ async def _start_airlock(
     *,
     store: str = "memory",
     extra_leases: int = 0,
+    guard: bool = True,
 ) -> tuple[Target, str, str]:
     from airlock.client.proxy import ProxyClient
 
-    proxy = start_proxy(stack, work, up_port, ca_path, store=store)
+    proxy = start_proxy(stack, work, up_port, ca_path, store=store, guard=guard)
     async with ProxyClient(proxy.control) as client:
         session = await client.create_session(allow=["api.github.com"], ttl_s=3600)
         await client.put_lease(session.session_id, "bench", [RULE], ttl_s=3600)
@@ -199,6 +212,7 @@ async def _start_airlock(
         f"http://127.0.0.1:{proxy.port}",
         proxy_headers(session),
         str(proxy.ca_path),
+        pid=proxy.process.pid if proxy.process is not None else None,
     )
     return target, proxy.control, session.session_id
 
@@ -285,34 +299,132 @@ def _us(samples: list[float], q: float) -> float:
     return percentile(samples, q) * 1e6
 
 
+DOWNLOADS = [
+    ("Content-Length", "&framing=cl&enc=identity"),
+    ("chunked", "&framing=chunked&enc=identity"),
+    ("chunked + gzip", "&framing=chunked&enc=gzip"),
+]
+
+
 async def _downloads(targets: list[Target], size: int, rounds: int) -> list[list[object]]:
-    """Interleaved downloads through each target; the download table's rows."""
-    speeds: dict[str, list[float]] = {t.name: [] for t in targets}
-    short: dict[str, int] = {t.name: 0 for t in targets}
-    for _ in range(rounds):
-        for t in targets:
-            url = t.url.rsplit("/", 1)[0] + "/download"
-            mbs, received = await _download(url, t.proxy, t.proxy_headers, t.ca, size)
-            speeds[t.name].append(mbs)
-            # Placeholder and token differ in length: allow for that, not more.
-            short[t.name] += received < size - size // 100
-    base = statistics.median(speeds[targets[0].name])
+    """Interleaved downloads through each target, each framing; the table's rows."""
     rows: list[list[object]] = []
-    for t in targets:
-        median = statistics.median(speeds[t.name])
-        rows.append(
-            [t.name, size >> 20, rounds, f"{median:.1f}", short[t.name], f"{median / base:.2f}x"]
-        )
+    for label, query in DOWNLOADS:
+        speeds: dict[str, list[float]] = {t.name: [] for t in targets}
+        short: dict[str, int] = {t.name: 0 for t in targets}
+        leaks: dict[str, int] = {t.name: 0 for t in targets}
+        for _ in range(rounds):
+            for t in targets:
+                url = t.url.rsplit("/", 1)[0] + "/download"
+                mbs, received, leaked = await _download(
+                    url, t.proxy, t.proxy_headers, t.ca, size, query
+                )
+                speeds[t.name].append(mbs)
+                # Placeholder and token differ in length: allow for that, not more.
+                short[t.name] += received < size - size // 100
+                leaks[t.name] += leaked if t.pid is not None else 0
+        base = statistics.median(speeds[targets[0].name])
+        for t in targets:
+            median = statistics.median(speeds[t.name])
+            rows.append(
+                [
+                    label, t.name, size >> 20, rounds, f"{median:.1f}", short[t.name],
+                    leaks[t.name] if t.pid is not None else "-", f"{median / base:.2f}x",
+                ]
+            )  # fmt: skip
     return rows
 
 
 def _print_downloads(rows: list[list[object]], size: int) -> None:
     print(
-        f"Download of {size >> 20} MiB, chunked + gzip, incompressible, token echoed each MiB "
-        "(median of interleaved rounds)"
+        f"Download of {size >> 20} MiB, incompressible, token echoed each MiB "
+        "(median of interleaved rounds; leaks: real tokens the client received)"
     )
-    print(table(["scenario", "MiB", "rounds", "MiB/s", "short", "MiB/s vs (a)"], rows))
-    print("target: (b) >= 0.8x of (a)")
+    print(
+        table(
+            ["framing", "scenario", "MiB", "rounds", "MiB/s", "short", "leaks", "MiB/s vs (a)"],
+            rows,
+        )
+    )
+    print("target: (b) >= 0.8x of (a), 0 leaks")
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def _tunnel(t: Target, request: bytes) -> ssl.SSLSocket:
+    """CONNECT api.github.com through ``t``, TLS, send ``request``, read its head."""
+    import socket
+
+    host, port = t.proxy.rsplit("/", 1)[1].rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    auth = t.proxy_headers["Proxy-Authorization"]
+    sock.sendall(
+        f"CONNECT api.github.com:443 HTTP/1.1\r\nHost: api.github.com:443\r\n"
+        f"Proxy-Authorization: {auth}\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(4096)
+    tls = ssl.create_default_context(cafile=t.ca).wrap_socket(
+        sock, server_hostname="api.github.com"
+    )
+    tls.sendall(request)
+    tls.recv(4096)
+    return tls
+
+
+def _tunnel_rss(t: Target, idle: int, stalled: int, size: int) -> list[list[object]]:
+    """RSS the proxy adds per idle tunnel and per stalled download (KiB)."""
+    assert t.pid is not None
+    auth = f"Authorization: token {PLACEHOLDER}\r\n".encode()
+    rows: list[list[object]] = []
+    socks: list[ssl.SSLSocket] = []
+    try:
+        before = _rss(t.pid)
+        for _ in range(idle):
+            socks.append(
+                _tunnel(t, b"GET /x HTTP/1.1\r\nHost: api.github.com\r\n" + auth + b"\r\n")
+            )
+        time.sleep(1)
+        rows.append(
+            [t.name, "idle (one request answered)", idle, (_rss(t.pid) - before) // idle >> 10]
+        )
+        before = _rss(t.pid)
+        request = (
+            (
+                f"GET /download?size={size}&framing=cl&enc=identity HTTP/1.1\r\n"
+                "Host: api.github.com\r\n"
+            ).encode()
+            + auth
+            + b"\r\n"
+        )
+        for _ in range(stalled):
+            socks.append(_tunnel(t, request))
+        # Until RSS stops growing: the upstream is held back (or everything is buffered).
+        last, steady = _rss(t.pid), 0
+        while steady < 3:
+            time.sleep(0.5)
+            now = _rss(t.pid)
+            steady = steady + 1 if abs(now - last) < (1 << 20) else 0
+            last = now
+        rows.append(
+            [t.name, f"stalled ({size >> 20} MiB asked, none read)", stalled,
+             (_rss(t.pid) - before) // stalled >> 10]
+        )  # fmt: skip
+    finally:
+        for sock in socks:
+            sock.close()
+    return rows
+
+
+def _print_tunnels(targets: list[Target], size: int) -> None:
+    rows = [r for t in targets for r in _tunnel_rss(t, 50, 8, size)]
+    print(table(["proxy RSS", "tunnels", "n", "KiB per tunnel"], rows))
 
 
 async def run(
@@ -333,10 +445,16 @@ async def run(
             stack, "(b) airlock, memory, 1 lease", work, up_port, ca.ca_path
         )
         targets.append(b)
+        b0, _, _ = await _start_airlock(
+            stack, "(b0) airlock as (b), guard off", work, up_port, ca.ca_path, guard=False
+        )
+        targets.append(b0)
         download_size = download_mib << 20
         if download_only:
-            rows = await _downloads(targets, download_size, rounds)
+            rows = await _downloads([targets[0], b0, b], download_size, rounds)
             _print_downloads(rows, download_size)
+            print()
+            _print_tunnels([b0, b], download_size)
             return
         c, _, _ = await _start_airlock(
             stack, f"(c) airlock, memory, {leases:,} leases", work, up_port, ca.ca_path,
@@ -365,8 +483,13 @@ async def run(
                 t.errors += errors
         trips = await _round_trips(control, sid, round_trips)
         download_rows = (
-            await _downloads(targets[:2], download_size, rounds) if download_mib > 0 else []
+            await _downloads([targets[0], b0, b], download_size, rounds) if download_mib > 0 else []
         )
+        tunnel_rows = [
+            r
+            for t in (b0, b)
+            for r in await asyncio.to_thread(_tunnel_rss, t, 50, 8, download_size)
+        ]
 
     def rps(t: Target) -> float:
         return statistics.median(t.rps)
@@ -415,6 +538,8 @@ async def run(
     if download_rows:
         print()
         _print_downloads(download_rows, download_size)
+    print()
+    print(table(["proxy RSS", "tunnels", "n", "KiB per tunnel"], tunnel_rows))
     for note in notes:
         print(note)
 

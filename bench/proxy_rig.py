@@ -3,8 +3,9 @@
 The upstream stands in for api.github.com (the proxy dials it through
 ``--resolve``, trusting the test CA through ``--upstream-ca``). It runs in its
 own process (``python -m bench.proxy_rig CERT KEY PORT``) so it does not share
-the load generator's GIL. ``GET /download?size=N`` streams N bytes, chunked and
-gzip-encoded, incompressible, with the request's Authorization value echoed
+the load generator's GIL. ``GET /download?size=N`` streams N bytes (chunked and
+gzip-encoded by default; ``framing=cl`` sends a Content-Length, ``enc=identity``
+no coding), incompressible, with the request's Authorization value echoed
 once per MiB (what airlock's response scrubber has to find); ``GET /whoami``
 answers the SHA-256 (hex) of the Authorization header it received, so a bench
 can check the swap happened without the token travelling back; every other
@@ -29,7 +30,7 @@ import aiohttp
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.net import free_port, wait_port
 from tests.fakes.processes import stop_process
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 
 DOWNLOAD_BLOCK = 1 << 20
@@ -48,15 +49,21 @@ def serve_upstream(cert: str, key: str, port: int) -> None:
         return web.Response(text=auth_digest(request.headers.get("authorization", "")))
 
     async def download(request: web.Request) -> web.StreamResponse:
-        """``size`` bytes, chunked, gzip (one member per MiB), auth echoed each MiB."""
+        """``size`` bytes in MiB blocks, auth echoed each MiB; gzip (one member per
+        block) unless ``enc=identity``; chunked unless ``framing=cl``."""
         size = int(request.query.get("size", "0"))
         auth = request.headers.get("authorization", "").encode()
         block = os.urandom(DOWNLOAD_BLOCK - len(auth)) + auth
-        packed = gzip.compress(block, compresslevel=1)
-        resp = web.StreamResponse(
-            headers={"content-type": "application/octet-stream", "content-encoding": "gzip"}
-        )
-        resp.enable_chunked_encoding()
+        gzipped = request.query.get("enc", "gzip") == "gzip"
+        packed = gzip.compress(block, compresslevel=1) if gzipped else block
+        headers = {"content-type": "application/octet-stream"}
+        if gzipped:
+            headers["content-encoding"] = "gzip"
+        resp = web.StreamResponse(headers=headers)
+        if request.query.get("framing") == "cl":
+            resp.content_length = len(packed) * -(-size // len(block))
+        else:
+            resp.enable_chunked_encoding()
         await resp.prepare(request)
         sent = 0
         while sent < size:
@@ -103,19 +110,35 @@ async def start_upstream(stack: ExitStack, work: Path) -> tuple[int, TestCA]:
     return port, ca
 
 
+class UnguardedProxy(ProxyProcess):
+    """airlock-proxy without its connection-level guard (``bench/unguarded_proxy.py``)."""
+
+    def argv(self) -> list[str]:
+        script = Path(__file__).with_name("unguarded_proxy.py")
+        return [sys.executable, str(script), *super().argv()[1:]]
+
+
 def start_proxy(
-    stack: ExitStack, work: Path, up_port: int, ca_path: Path, *, store: str = "memory"
+    stack: ExitStack,
+    work: Path,
+    up_port: int,
+    ca_path: Path,
+    *,
+    store: str = "memory",
+    guard: bool = True,
 ) -> ProxyProcess:
     """A real airlock-proxy (stopped by ``stack``) that resolves api.github.com to the upstream."""
     tmp = Path(tempfile.mkdtemp(prefix="al-bench-", dir=work))
-    return stack.enter_context(
-        proxy_process(
-            tmp,
-            resolve=[f"{HOST}:443:127.0.0.1:{up_port}", f"{GIT_HOST}:443:127.0.0.1:{up_port}"],
-            upstream_ca=ca_path,
-            store=store,
-        )
+    kind = ProxyProcess if guard else UnguardedProxy
+    proc = kind(
+        tmp,
+        resolve=[f"{HOST}:443:127.0.0.1:{up_port}", f"{GIT_HOST}:443:127.0.0.1:{up_port}"],
+        upstream_ca=ca_path,
+        store=store,
     )
+    proc.start()
+    stack.callback(proc.stop)
+    return proc
 
 
 def proxy_headers(session: SessionInfo) -> dict[str, str]:

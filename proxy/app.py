@@ -9,7 +9,8 @@ addon, in this order:
     -> Scrub -> TrafficAudit -> ConnectionLifecycle
 
 The chain fails closed (see addons/chain.py). Connection-level limits (head
-size and timeout, idle timeout) are installed into mitmproxy by
+size and timeout, idle timeout) and the stream guard below every hook
+(:mod:`airlock.proxy.guard`) are installed into mitmproxy by
 :mod:`airlock.proxy.mitm`. SIGHUP reopens the audit log and re-reads the
 control token file; SIGTERM/SIGINT stop the proxy.
 
@@ -53,6 +54,7 @@ from airlock.proxy.credentials import Credentials, GitHubAppMinter
 from airlock.proxy.egress import Egress
 from airlock.proxy.events import EventLog, EventTap, MemoryEvents, RedisEvents, TappedAudit
 from airlock.proxy.expiry import ExpiryWatcher
+from airlock.proxy.guard import GuardViolation, LivePairs, ResponseGuard
 from airlock.proxy.metrics import Metrics
 from airlock.proxy.reaper import SessionReaper
 from airlock.proxy.state import Connections
@@ -141,6 +143,15 @@ async def _start_control(api: ControlAPI, config: ProxyConfig) -> web.AppRunner:
     return runner
 
 
+_NO_PAIRS: dict[bytes, bytes] = {}
+
+
+def _scrub_map(ctx: ProxyContext, client_id: str) -> dict[bytes, bytes]:
+    """The connection's current scrub map (Swap may replace it by its session's)."""
+    state = ctx.connections.get(client_id)
+    return state.scrub if state is not None else _NO_PAIRS
+
+
 class _OnRunning:
     """mitmproxy's ``running`` hook: the proxy servers are bound."""
 
@@ -182,7 +193,27 @@ class ProxyServer:
 
         self._head_timeout = head_timeout
 
+        def guard_violation(client_id: str, exc: GuardViolation) -> None:
+            state = ctx.connections.get(client_id)
+            tunnel = state.tunnel if state is not None else None
+            ctx.metrics.refusals.labels(reason="guard").inc()
+            ctx.audit.write(
+                "guard",
+                reason=exc.reason,
+                detail=exc.detail,
+                session=state.session_id if state is not None else None,
+                host=tunnel.host if tunnel is not None else None,
+            )
+            log.warning("guard closed a tunnel to %s: %s", tunnel.host if tunnel else "?", exc)
+            ctx.connections.kill(client_id, "guard")
+
         ctx.connections.set_killer(kill)
+        mitm.install_stream_guard(
+            mitm.StreamGuard(
+                make=lambda cid: ResponseGuard(LivePairs(lambda: _scrub_map(ctx, cid))),
+                on_violation=guard_violation,
+            )
+        )
         mitm.set_idle_timeout(config.idle_timeout_s)
         mitm.install_head_guard(
             mitm.HeadGuard(
@@ -310,6 +341,7 @@ class ProxyServer:
             loop.remove_signal_handler(signal.SIGHUP)
             mitm.uninstall_head_guard()
             mitm.uninstall_h2_meter()
+            mitm.uninstall_stream_guard()
             for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

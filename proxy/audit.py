@@ -3,7 +3,8 @@
 Events: ``session_created|session_deleted|session_expired``,
 ``lease_created|lease_replaced|lease_deleted|lease_expired``, ``swap``,
 ``swap_skipped``, ``refusal`` (with a ``reason``), ``tunnel_open``,
-``tunnel_close``, ``request``, ``addon_error``, ``reload``. Callers pass
+``tunnel_close``, ``request``, ``addon_error``, ``reload``, ``guard`` (the
+connection-level guard closed a tunnel: ``reason``, ``detail``). Callers pass
 metadata only; this module never sees a token. Paths are logged without their
 query string, the one place a request could carry something token-like.
 

@@ -24,6 +24,19 @@ mitmproxy 11.0.x by ``pyproject.toml``):
   held while its connection or session is over budget, and every HTTP/2 event
   a client causes is reported before mitmproxy acts on it (see the section at
   the end; the budgets are :mod:`airlock.proxy.addons.limits`).
+- **The stream guard** (:mod:`airlock.proxy.guard`): ``ClientTLSLayer.send_data``
+  is the one place every plaintext byte towards the sandbox passes on an
+  intercepted tunnel, after every hook and every mitmproxy code path, just
+  before TLS encrypts it. It is wrapped so the bytes go through the
+  connection's :class:`~airlock.proxy.guard.ResponseGuard` first; on a
+  violation nothing more is encrypted, the client connection is closed at
+  once and the guard's ``on_violation`` is told. The guard learns the request
+  methods (answers to ``HEAD`` have no body) from the request heads
+  ``Http1Server`` parses, in order.
+- **HTTP/1.1 towards the sandbox**: :func:`select_http1` is the ALPN callback of
+  the certificate mitmproxy presents to the sandbox: it only ever selects
+  ``http/1.1`` (the upstream side still negotiates HTTP/2 when it can), so
+  the guard parses one framing.
 """
 
 from __future__ import annotations
@@ -41,15 +54,21 @@ from typing import Any
 import h2.events  # type: ignore[import-untyped]
 from h2.stream import StreamClosedBy  # type: ignore[import-untyped]
 from h11._receivebuffer import ReceiveBuffer
-from mitmproxy.proxy import commands, events
+from mitmproxy.proxy import commands, events, layer
 from mitmproxy.proxy import server as mitm_server
+from mitmproxy.proxy.layers import tls as tls_layers
 from mitmproxy.proxy.layers.http import HttpStream, _http1, _http2
+from mitmproxy.proxy.layers.http._base import ReceiveHttp
 from mitmproxy.proxy.layers.http._events import (
     RequestData,
     RequestEndOfMessage,
+    RequestHeaders,
     RequestTrailers,
 )
 from mitmproxy.proxy.layers.http._hooks import HttpRequestHook, HttpResponseHeadersHook
+from OpenSSL import SSL
+
+from airlock.proxy.guard import GuardViolation, ResponseGuard
 
 log = logging.getLogger("airlock.proxy.mitm")
 
@@ -199,6 +218,14 @@ def _head_too_large(layer: Any, event: events.Event, limit: int) -> bool:
 
 
 def _guarded(self: Any, event: events.Event) -> Generator[Any, Any, None]:
+    assert _original is not None
+    if _stream_guard is not None and self.context.client.tls:
+        yield from _telling_methods(self, event)
+        return
+    yield from _head_guarded(self, event)
+
+
+def _head_guarded(self: Any, event: events.Event) -> Generator[Any, Any, None]:
     assert _original is not None
     guard = _guard
     if guard is not None and _head_too_large(self, event, guard.max_bytes):
@@ -430,3 +457,91 @@ def install_h2_meter(meter: H2Meter) -> None:
 def uninstall_h2_meter() -> None:
     global _h2_meter
     _h2_meter = None
+
+
+# --- the stream guard ---------------------------------------------------------------
+
+
+@dataclass
+class StreamGuard:
+    """Whose guard checks a tunnel's bytes, and whom a violation is told."""
+
+    make: Callable[[str], ResponseGuard]  # client id -> its guard
+    on_violation: Callable[[str, GuardViolation], None]  # must end the connection
+
+
+_stream_guard: StreamGuard | None = None
+_original_send_data = tls_layers.ClientTLSLayer.send_data
+_GUARDS: weakref.WeakValueDictionary[str, ResponseGuard] = weakref.WeakValueDictionary()
+_GUARD_ATTR = "_airlock_stream_guard"
+
+
+def _guard_of(holder: Any, client_id: str) -> ResponseGuard | None:
+    """The client's guard (one per client connection), kept alive by ``holder``."""
+    if _stream_guard is None:
+        return None
+    guard = getattr(holder, _GUARD_ATTR, None) or _GUARDS.get(client_id)
+    if guard is None:
+        guard = _stream_guard.make(client_id)
+        _GUARDS[client_id] = guard
+    setattr(holder, _GUARD_ATTR, guard)
+    return guard
+
+
+def _telling_methods(self: Any, event: events.Event) -> Generator[Any, Any, None]:
+    """Run the HTTP/1 server as usual, telling the guard each request's method."""
+    guard = _guard_of(self, self.context.client.id)
+    inner = _head_guarded(self, event)
+    reply = None
+    while True:
+        try:
+            command = inner.send(reply)
+        except StopIteration:
+            return
+        if (
+            guard is not None
+            and isinstance(command, ReceiveHttp)
+            and isinstance(command.event, RequestHeaders)
+        ):
+            guard.request(command.event.request.method)
+        reply = yield command
+
+
+def _guarded_send_data(self: Any, data: bytes) -> layer.CommandGenerator[None]:
+    """``ClientTLSLayer.send_data``: plaintext for the sandbox passes the guard first."""
+    guard = _guard_of(self, self.conn.id) if self.conn is self.context.client else None
+    if guard is None:
+        yield from _original_send_data(self, data)
+        return
+    first = guard.violation is None
+    try:
+        data = guard.send(data)
+    except GuardViolation as exc:
+        if first:
+            assert _stream_guard is not None
+            _stream_guard.on_violation(self.conn.id, exc)
+            yield commands.CloseConnection(self.conn)
+        return
+    if data:
+        yield from _original_send_data(self, data)
+
+
+def select_http1(conn: SSL.Connection, options: list[bytes]) -> Any:
+    """ALPN towards the sandbox: ``http/1.1`` or nothing (HTTP/1.1 all the same)."""
+    return b"http/1.1" if b"http/1.1" in options else SSL.NO_OVERLAPPING_PROTOCOLS
+
+
+def install_stream_guard(guard: StreamGuard) -> None:
+    """Put ``guard`` on every intercepted tunnel's bytes to the sandbox (idempotent).
+
+    Needs :func:`install_head_guard` (the request methods come through it).
+    """
+    global _stream_guard
+    _stream_guard = guard
+    tls_layers.ClientTLSLayer.send_data = _guarded_send_data  # type: ignore[method-assign]
+
+
+def uninstall_stream_guard() -> None:
+    global _stream_guard
+    _stream_guard = None
+    tls_layers.ClientTLSLayer.send_data = _original_send_data  # type: ignore[method-assign]

@@ -9,14 +9,22 @@ streamed bodies, WebSocket messages and control frames.
   ``base64(user:token)`` and plain ``base64(token)`` (standard and URL-safe
   alphabets, at each of the three byte alignments a value can have inside a
   larger base64 text).
-- :func:`scrub` replaces every form in one buffer (longest form first).
+- :func:`scrub` replaces every form in one buffer (longest form first). A form
+  may be wrapped across lines as MIME (76 columns), PEM (64) or other encoders
+  (60) wrap base64: line breaks (CRLF or LF) inside an occurrence are ignored
+  when matching (:func:`find_forms`) and kept where they were in the
+  replacement.
 - :class:`StreamScrubber` does the same over a stream of chunks, holding back
   ``len(longest form) - 1`` bytes so a token split across chunks is caught
   (and cutting only between occurrences, so a stream is rewritten exactly as
   the whole body would be),
   after decoding the stream's content encodings (gzip, deflate, br, zstd) with
   bounded, incremental decoders: compression cannot hide a token, and a body
-  is never buffered whole.
+  is never buffered whole. Decoders produce output in bounded steps and a
+  :class:`DecodeBudget` cuts a body whose decoded size passes a limit or a
+  sustained ratio (a compression bomb) with :class:`DecodedTooLarge`.
+- :func:`find_forms` and :func:`partial_form_at_end` are the matcher itself,
+  shared with the connection-level guard (:mod:`airlock.proxy.guard`).
 
 The pairs mapping is read live: a token swapped on the connection after a
 stream started is scrubbed from then on.
@@ -25,18 +33,40 @@ stream started is scrubbed from then on.
 from __future__ import annotations
 
 import base64
+import bisect
 import re
-import zlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
 
-import brotli  # type: ignore[import-untyped]
-import zstandard
+from airlock.proxy.decoders import (
+    ChainDecoder,
+    DecodeBudget,
+    DecodedTooLarge,
+    DecodeError,
+    Decoder,
+    parse_codings,
+    supported,
+)
+
+__all__ = [
+    "ChainDecoder",
+    "DecodeBudget",
+    "DecodeError",
+    "DecodedTooLarge",
+    "Decoder",
+    "StreamScrubber",
+    "find_forms",
+    "ordered_forms",
+    "parse_codings",
+    "partial_form_at_end",
+    "scrub",
+    "scrub_name",
+    "supported",
+    "token_forms",
+    "wrap_room",
+]
 
 # A base64 alignment core shorter than this is too generic to rewrite safely.
 MIN_CORE = 12
-# Largest piece a decoder produces per step: decompression bombs stay bounded.
-DECODE_PIECE = 1 << 20
 
 
 def _b64_cores(raw: bytes, encode: Callable[[bytes], bytes]) -> list[bytes]:
@@ -69,22 +99,149 @@ def token_forms(real: str, placeholder: str, usernames: Iterable[str] = ()) -> d
     return pairs
 
 
-def _ordered(pairs: Mapping[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+def ordered_forms(pairs: Mapping[bytes, bytes]) -> list[tuple[bytes, bytes]]:
     return sorted(((k, v) for k, v in pairs.items() if k), key=lambda kv: -len(kv[0]))
 
 
-def _apply(data: bytes, ordered: list[tuple[bytes, bytes]]) -> bytes:
+# Line breaks a base64 encoder puts inside a long value (MIME, PEM): CRLF or LF.
+_BREAK = re.compile(rb"\r?\n")
+# How many line breaks a held-back tail must leave room for, per byte of the
+# longest form: a form wrapped at 16 columns or more is still caught across
+# any chunk boundary (MIME wraps at 76, PEM at 64, some encoders at 60).
+MIN_WRAP_COLUMNS = 16
+
+Span = tuple[int, int, bytes]  # (start, end, what the form is replaced with)
+
+
+def wrap_room(longest: int) -> int:
+    """Bytes of line breaks a form of ``longest`` bytes can carry when wrapped."""
+    return 2 * (longest // MIN_WRAP_COLUMNS + 1)
+
+
+def _literal_spans(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
+    spans: list[Span] = []
     for real, placeholder in ordered:
-        if real in data:
-            data = data.replace(real, placeholder)
-    return data
+        i = data.find(real)
+        while i != -1:
+            spans.append((i, i + len(real), placeholder))
+            i = data.find(real, i + len(real))
+    return spans
+
+
+def _wrapped_spans(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
+    """Occurrences with line breaks inside, mapped back to ``data``'s offsets.
+
+    The replacement carries the same breaks at the same offsets (as far as it
+    reaches), so wrapped text stays wrapped.
+    """
+    breaks = [(m.start(), m.end()) for m in _BREAK.finditer(data)]
+    stripped = _BREAK.sub(b"", data)
+    at: list[int] = []  # stripped offset each break sits before
+    removed = [0]  # bytes removed by the first k breaks
+    for start, end in breaks:
+        at.append(start - removed[-1])
+        removed.append(removed[-1] + end - start)
+
+    def original(i: int) -> int:
+        return i + removed[bisect.bisect_right(at, i)]
+
+    spans: list[Span] = []
+    for real, placeholder in ordered:
+        i = stripped.find(real)
+        while i != -1:
+            start, end = original(i), original(i + len(real) - 1) + 1
+            if end - start != len(real):  # breaks inside: put them back in the replacement
+                out, pos, shift = bytearray(), 0, 0
+                for s, e in breaks:
+                    if start < s and e <= end:
+                        k = min(s - start - shift, len(placeholder))
+                        out += placeholder[pos:k] + data[s:e]
+                        pos, shift = k, shift + e - s
+                out += placeholder[pos:]
+                spans.append((start, end, bytes(out)))
+            i = stripped.find(real, i + len(real))
+    return spans
+
+
+def find_forms(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
+    """Every occurrence of a real form in ``data``, line breaks inside included:
+    sorted, non-overlapping, the longest form winning where two overlap."""
+    if not ordered or not data:
+        return []
+    if b"\n" in data:
+        # One pass over the text without line breaks finds literal and wrapped
+        # occurrences alike; the exact offsets are worked out only on a hit.
+        flat = data.replace(b"\n", b"").replace(b"\r", b"")  # (translate is 20x slower)
+        hits = [real for real, _ in ordered if real in flat]
+        if not hits:
+            return []
+        spans = _literal_spans(data, ordered)
+        if any(flat.count(real) != data.count(real) for real in hits):
+            spans += _wrapped_spans(data, ordered)
+    else:
+        spans = _literal_spans(data, ordered)
+    if not spans:
+        return []
+    # Longest first (``ordered`` is), then by position; drop overlaps.
+    spans.sort(key=lambda s: (-(s[1] - s[0]), s[0]))
+    chosen: list[Span] = []
+    for span in spans:
+        if all(span[1] <= c[0] or span[0] >= c[1] for c in chosen):
+            chosen.append(span)
+    chosen.sort()
+    return chosen
+
+
+def partial_form_at_end(data: bytes, ordered: list[tuple[bytes, bytes]]) -> int:
+    """Length of the longest suffix of ``data`` that a form could continue
+    (a proper prefix of one, line breaks inside allowed); 0 when none."""
+    if not ordered or not data:
+        return 0
+    longest = max(len(real) for real, _ in ordered)
+    window = data[-(longest - 1 + wrap_room(longest)) :]
+    pending = b""
+    if window.endswith(b"\r"):  # a CRLF may be cut in half
+        window, pending = window[:-1], b"\r"
+    stripped = _BREAK.sub(b"", window)
+    best = 0
+    for real, _ in ordered:
+        first = real[:1]
+        i = stripped.find(first, max(0, len(stripped) - len(real) + 1))
+        while i != -1:
+            if real.startswith(stripped[i:]):
+                best = max(best, len(stripped) - i)
+                break
+            i = stripped.find(first, i + 1)
+    if not best:
+        return 0
+    # Map the stripped suffix length back to bytes of ``window``.
+    count, n = 0, len(window)
+    while count < best:
+        n -= 1
+        if window[n : n + 1] not in (b"\r", b"\n"):
+            count += 1
+    return len(window) - n + len(pending)
+
+
+def _apply(data: bytes, ordered: list[tuple[bytes, bytes]]) -> bytes:
+    spans = find_forms(data, ordered)
+    if not spans:
+        return data
+    out = bytearray()
+    last = 0
+    for start, end, placeholder in spans:
+        out += data[last:start]
+        out += placeholder
+        last = end
+    out += data[last:]
+    return bytes(out)
 
 
 def scrub(data: bytes, pairs: Mapping[bytes, bytes]) -> bytes:
     """``data`` with every real form replaced (longest first)."""
     if not pairs or not data:
         return data
-    return _apply(data, _ordered(pairs))
+    return _apply(data, ordered_forms(pairs))
 
 
 def _literal(value: bytes) -> Callable[[re.Match[bytes]], bytes]:
@@ -97,164 +254,11 @@ def scrub_name(name: bytes, pairs: Mapping[bytes, bytes]) -> bytes:
     if not pairs or not name:
         return name
     lowered = name.lower()
-    for real, placeholder in _ordered(pairs):
+    for real, placeholder in ordered_forms(pairs):
         if real.lower() in lowered:
             name = re.compile(re.escape(real), re.I).sub(_literal(placeholder), name)
             lowered = name.lower()
     return name
-
-
-# --- streaming decoders ------------------------------------------------------------
-
-
-class DecodeError(ValueError):
-    """The body is not valid in its declared content encoding."""
-
-
-class Decoder(Protocol):
-    def decode(self, data: bytes) -> bytes: ...
-    def finish(self) -> bytes: ...
-
-
-class _ZlibDecoder:
-    """gzip (members may be concatenated) and deflate (zlib-wrapped or raw)."""
-
-    def __init__(self, gzip: bool) -> None:
-        self.gzip = gzip
-        self._head = b""
-        self._d: zlib._Decompress | None = zlib.decompressobj(31) if gzip else None
-        self._seen = False
-
-    def _start_deflate(self) -> bool:
-        if len(self._head) < 2:
-            return False
-        b0, b1 = self._head[0], self._head[1]
-        zlib_wrapped = (b0 & 0x0F) == 8 and (b0 * 256 + b1) % 31 == 0
-        self._d = zlib.decompressobj(15 if zlib_wrapped else -15)
-        return True
-
-    def decode(self, data: bytes) -> bytes:
-        if not data:
-            return b""
-        self._seen = True
-        if self._d is None:
-            self._head += data
-            if not self._start_deflate():
-                return b""
-            data, self._head = self._head, b""
-        out = bytearray()
-        try:
-            while data:
-                assert self._d is not None
-                out += self._d.decompress(data, DECODE_PIECE)
-                data = self._d.unconsumed_tail
-                if self._d.eof:
-                    rest = self._d.unused_data + data
-                    if not rest:
-                        break
-                    if not self.gzip:
-                        raise DecodeError("data after the end of a deflate stream")
-                    self._d = zlib.decompressobj(31)
-                    data = rest
-        except zlib.error as exc:
-            raise DecodeError(str(exc)) from None
-        return bytes(out)
-
-    def finish(self) -> bytes:
-        if not self._seen:
-            return b""
-        if self._d is None or not self._d.eof:
-            raise DecodeError("compressed body ended early")
-        return b""
-
-
-class _BrotliDecoder:
-    def __init__(self) -> None:
-        self._d = brotli.Decompressor()
-        self._seen = False
-
-    def decode(self, data: bytes) -> bytes:
-        if not data:
-            return b""
-        self._seen = True
-        try:
-            return bytes(self._d.process(data))
-        except brotli.error as exc:
-            raise DecodeError(str(exc)) from None
-
-    def finish(self) -> bytes:
-        if self._seen and not self._d.is_finished():
-            raise DecodeError("brotli body ended early")
-        return b""
-
-
-class _ZstdDecoder:
-    def __init__(self) -> None:
-        self._factory = zstandard.ZstdDecompressor(max_window_size=1 << 27)
-        self._d = self._factory.decompressobj()
-        self._in_frame = False
-
-    def decode(self, data: bytes) -> bytes:
-        out = bytearray()
-        try:
-            while data:
-                out += self._d.decompress(data)
-                self._in_frame = True
-                if not self._d.eof:
-                    break
-                self._in_frame = False
-                data = self._d.unused_data
-                self._d = self._factory.decompressobj()
-        except zstandard.ZstdError as exc:
-            raise DecodeError(str(exc)) from None
-        return bytes(out)
-
-    def finish(self) -> bytes:
-        if self._in_frame:
-            raise DecodeError("zstd body ended early")
-        return b""
-
-
-_DECODERS: dict[str, Callable[[], Decoder]] = {
-    "gzip": lambda: _ZlibDecoder(gzip=True),
-    "x-gzip": lambda: _ZlibDecoder(gzip=True),
-    "deflate": lambda: _ZlibDecoder(gzip=False),
-    "br": _BrotliDecoder,
-    "zstd": _ZstdDecoder,
-}
-
-
-def parse_codings(header: str | None) -> list[str]:
-    """Content codings in the order they were applied (``identity`` dropped)."""
-    if not header:
-        return []
-    codings = [c.strip().lower() for c in header.split(",")]
-    return [c for c in codings if c and c != "identity"]
-
-
-def supported(codings: Iterable[str]) -> bool:
-    return all(c in _DECODERS for c in codings)
-
-
-class ChainDecoder:
-    """Undo ``codings`` (applied left to right) as a stream."""
-
-    def __init__(self, codings: list[str]) -> None:
-        unknown = [c for c in codings if c not in _DECODERS]
-        if unknown:
-            raise DecodeError(f"unsupported content encoding {unknown[0]!r}")
-        self._stages = [_DECODERS[c]() for c in reversed(codings)]
-
-    def decode(self, data: bytes) -> bytes:
-        for stage in self._stages:
-            data = stage.decode(data)
-        return data
-
-    def finish(self) -> bytes:
-        data = b""
-        for stage in self._stages:
-            data = stage.decode(data) + stage.finish()
-        return data
 
 
 # --- the stream scrubber -----------------------------------------------------------
@@ -280,8 +284,9 @@ class StreamScrubber:
     def _refresh(self) -> None:
         if len(self.pairs) != self._count:
             self._count = len(self.pairs)
-            self._ordered = _ordered(self.pairs)
-            self._keep = max((len(k) for k, _ in self._ordered), default=1) - 1
+            self._ordered = ordered_forms(self.pairs)
+            longest = max((len(k) for k, _ in self._ordered), default=1)
+            self._keep = longest - 1 + (wrap_room(longest) if self._ordered else 0)
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         if chunk:
@@ -303,28 +308,12 @@ class StreamScrubber:
         if len(data) <= keep:
             self.tail = data
             return []
-        cut = self._safe_cut(data, len(data) - keep)
+        cut = len(data) - keep
+        spans = find_forms(data, self._ordered)
+        for start, end, _ in spans:
+            if start < cut < end:  # never cut through an occurrence
+                cut = end
         self.tail = data[cut:]
-        out = _apply(data[:cut], self._ordered)
+        head = data[:cut]
+        out = _apply(head, self._ordered) if spans else head
         return [out] if out else []
-
-    def _safe_cut(self, data: bytes, cut: int) -> int:
-        """Move ``cut`` past every form occurrence that straddles it.
-
-        Any occurrence starting before ``len(data) - keep`` lies wholly inside
-        ``data``, so the emitted part is replaced exactly as the whole body
-        would be, and the held-back tail (kept unreplaced) holds only forms
-        that start in it.
-        """
-        moved = True
-        while moved:
-            moved = False
-            for needle, _ in self._ordered:
-                n = len(needle)
-                i = data.find(needle, max(0, cut - n + 1), cut + n - 1)
-                while i != -1 and i < cut:
-                    if i + n > cut:
-                        cut = i + n
-                        moved = True
-                    i = data.find(needle, i + 1, cut + n - 1)
-        return cut

@@ -83,8 +83,10 @@ def _relay(
         except Exception:  # a hint that cannot be sent is dropped
             return
         yield commands.SendData(client, h2_conn.data_to_send())
-    elif isinstance(server_side, _http1.Http1Server) and http11_client:
-        yield commands.SendData(client, render_interim(interim, pairs))
+    elif isinstance(server_side, _http1.Http1Server):
+        request = server_side.request
+        if http11_client or (request is not None and request.http_version == "HTTP/1.1"):
+            yield commands.SendData(client, render_interim(interim, pairs))
 
 
 def read_headers(

@@ -4,37 +4,21 @@ Decided in ``tls_clienthello`` from the CONNECT destination (never from the
 client's SNI): intercepted tunnels get a certificate from our name-constrained
 CA and verify the upstream against the CONNECT host name; every other allowed
 tunnel is passed through untouched, with the origin's own certificate.
+
+Intercepted tunnels speak HTTP/1.1 to the sandbox whatever it offers
+(:func:`airlock.proxy.mitm.select_http1`), so the connection-level guard
+(:mod:`airlock.proxy.guard`) has one framing to parse; the upstream side
+still uses HTTP/2 when the sandbox offered it and the upstream agrees.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from mitmproxy.addons.tlsconfig import alpn_select_callback
 from mitmproxy.tls import ClientHelloData, TlsData
-from OpenSSL import SSL
 
 from airlock.proxy.context import ProxyContext
+from airlock.proxy.mitm import select_http1
 
-_MARK = "_airlock_prefers_h2"
-
-
-def prefer_h2(conn: SSL.Connection, options: list[bytes]) -> Any:
-    """Pick HTTP/2 whenever the client offers it and no upstream choice binds us.
-
-    mitmproxy honours the client's ALPN order, and some HTTP/2-capable clients
-    (httpx) list ``http/1.1`` first. The proxy translates h2 to an HTTP/1.1
-    upstream itself, so h2 towards the sandbox is always safe.
-    """
-    data = conn.get_app_data()
-    if (
-        data["http2"]
-        and data["client_alpn"] is None
-        and data["server_alpn"] is None
-        and b"h2" in options
-    ):
-        return b"h2"
-    return alpn_select_callback(conn, options)
+_MARK = "_airlock_http1_only"
 
 
 class InterceptDecision:
@@ -57,5 +41,5 @@ class InterceptDecision:
             return
         ctx = data.ssl_conn.get_context()
         if not getattr(ctx, _MARK, False):
-            ctx.set_alpn_select_callback(prefer_h2)  # type: ignore[arg-type]
+            ctx.set_alpn_select_callback(select_http1)  # type: ignore[arg-type]
             setattr(ctx, _MARK, True)

@@ -5,6 +5,9 @@ matcher in :mod:`airlock.proxy.scrubber` (the connection's swapped tokens, in
 their raw, Basic and base64 forms, mapped back to what the sandbox sent):
 
 - the reason phrase, header names and values (``responseheaders``);
+- nothing at all after a head whose status or request forbids a body (1xx,
+  204, 304, answers to HEAD): an HTTP/2 upstream can still send DATA frames
+  for it, and they are dropped, never relayed;
 - the body. The decision is made at ``responseheaders``, before mitmproxy's
   own: mitmproxy only learns that a chunked or close-delimited body is large
   after it has started buffering it, and then streams it *raw*. So a body is
@@ -13,8 +16,11 @@ their raw, Basic and base64 forms, mapped back to what the sandbox sent):
   (chunked, close-delimited, HTTP/2 without a length, large, or encoded) is
   streamed through a :class:`~airlock.proxy.scrubber.StreamScrubber`, decoded
   on the way (Content-Encoding and Content-Length are dropped, the body goes
-  on decoded). An unknown encoding is answered with airlock's own 502; a body
-  that turns out undecodable mid-stream aborts the connection;
+  on decoded). Transfer codings other than chunked (``Transfer-Encoding: gzip,
+  chunked`` or a bare ``gzip``, which mitmproxy relays as is) are decoded the
+  same way. An unknown encoding is answered with airlock's own 502; a body
+  that turns out undecodable mid-stream, or decodes past the size or ratio
+  limit (``decoded_too_large``, a compression bomb), aborts the connection;
 - trailers (``response``, streamed or not; HTTP/1 trailer fields are dropped
   by :mod:`airlock.proxy.addons.trailers`, mitmproxy cannot relay them);
 - WebSocket messages (``websocket_message``) and control frames (close
@@ -22,7 +28,13 @@ their raw, Basic and base64 forms, mapped back to what the sandbox sent):
 
 A 101 answer that does not set up a WebSocket is refused (502), on every host
 the HTTP layer sees: mitmproxy would otherwise relay the connection as raw TCP,
-where nothing is scrubbed.
+where nothing is scrubbed. WebSocket upgrades on intercepted tunnels go out
+without ``Sec-WebSocket-Extensions``: compressed frames would hide their
+payload from the connection-level guard (:mod:`airlock.proxy.guard`), which
+refuses them.
+
+Everything here is a hook on mitmproxy's flows; the guard below them is the
+last line for any path these hooks miss.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ from airlock.proxy.addons import early_hints, errors, logscrub, trailers, upgrad
 from airlock.proxy.context import REFUSED, ProxyContext
 from airlock.proxy.scrubber import (
     ChainDecoder,
+    DecodedTooLarge,
     DecodeError,
     StreamScrubber,
     parse_codings,
@@ -98,15 +111,26 @@ class _Aborting:
             return []
         try:
             return self.inner(chunk)
-        except DecodeError:
+        except DecodeError as exc:
             self.failed = True
-            self.ctx.metrics.refusals.labels(reason="unscrubbable_response").inc()
-            self.ctx.audit.write(
-                "refusal", reason="unscrubbable_response", status=502, stage="stream"
+            reason = (
+                "decoded_too_large" if isinstance(exc, DecodedTooLarge) else "unscrubbable_response"
             )
+            self.ctx.metrics.refusals.labels(reason=reason).inc()
+            self.ctx.audit.write("refusal", reason=reason, status=502, stage="stream")
             if self.flow.killable:
                 self.flow.kill()  # type: ignore[no-untyped-call]
             return []
+
+
+def _drop(chunk: bytes) -> list[bytes]:
+    """Stream callable for a response that may not have a body: nothing goes out."""
+    return []
+
+
+def _transfer_codings(response: http.Response) -> list[str]:
+    """Transfer codings other than chunked, in the order they were applied."""
+    return [c for c in parse_codings(response.headers.get("transfer-encoding")) if c != "chunked"]
 
 
 class Scrub:
@@ -143,6 +167,11 @@ class Scrub:
         assert flow.response is not None
         flow.response.headers["connection"] = "close"
 
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """No WebSocket extension on intercepted tunnels: compression hides frames."""
+        if self._pairs(flow) is not None and "sec-websocket-extensions" in flow.request.headers:
+            del flow.request.headers["sec-websocket-extensions"]
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         pairs = self._pairs(flow)
         response = flow.response
@@ -159,8 +188,10 @@ class Scrub:
         except ValueError:
             size = None
         if size == 0:
+            response.stream = _drop  # no body: HTTP/2 DATA frames for it go nowhere
             return
         codings = parse_codings(response.headers.get("content-encoding"))
+        codings += _transfer_codings(response)
         if not codings and size is not None and 0 < size <= _buffer_limit():
             response.stream = False  # buffered; scrubbed whole in response()
             return
@@ -200,6 +231,10 @@ class Scrub:
             # Our own answer: nothing of upstream's (e.g. its trailers) rides along.
             response.trailers = None
             return
+        if response.trailers and flow.client_conn.alpn != b"h2":
+            # mitmproxy cannot write HTTP/1 trailers (the response would never
+            # end): an HTTP/2 upstream's trailers are dropped for an HTTP/1 client.
+            response.trailers = None
         if response.status_code == 101 and flow.websocket is None:
             self._replace(
                 flow,

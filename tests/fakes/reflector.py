@@ -20,7 +20,17 @@ test asks for. The reflected value is the request's ``Authorization`` header
 - ``/upgrade``: ``101`` to a non-WebSocket protocol, then raw bytes with the value;
 - ``/ws``: a WebSocket that sends the value in a text message, split across
   the fragments of a binary message, in a ping, in a pong, and as close reason;
-- ``/early``: ``103 Early Hints`` (the value in a Link header), then a ``200``.
+- ``/early``: ``103 Early Hints`` (the value in a Link header), then a ``200``;
+- ``/te`` [``te=gzip,chunked|gzip``] (HTTP/1.1): the value, gzipped as a
+  *transfer* coding (chunked on top, or close-delimited);
+- ``/wrapped`` [``cols``, ``nl=crlf|lf``]: base64 of text carrying the value at
+  each of the three byte alignments, wrapped at ``cols`` columns;
+- ``/bomb`` [``enc=gzip|br|zstd``, ``mib``]: ``mib`` MiB of zeros, compressed
+  (a compression bomb; see :func:`bomb`);
+- ``/huge`` [``size``]: ``size`` bytes of filler, streamed as fast as the
+  proxy takes them (:attr:`Reflector.sent` counts what went out);
+- ``/nobody`` [``status``, ``size``] (HTTP/2): a ``204`` or ``304`` head, then
+  DATA frames carrying the value anyway.
 
 Every request is recorded in :attr:`Reflector.requests`; it runs in its own
 thread and event loop so blocking clients can be used from tests.
@@ -29,20 +39,25 @@ thread and event loop so blocking clients can be used from tests.
 from __future__ import annotations
 
 import asyncio
+import base64
+import functools
 import gzip
 import random
 import ssl
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
+import brotli  # type: ignore[import-untyped]
 import h2.config
 import h2.connection
 import h2.events
 import wsproto
 import wsproto.events
+import zstandard
 
 from tests.fakes.tls import TestCA
 
@@ -93,11 +108,39 @@ def body_chunks(value: bytes, size: int, chunk: int) -> list[bytes]:
     return [data[i : i + chunk] for i in range(0, len(data), chunk)]
 
 
+@functools.cache
+def bomb(enc: str, mib: int) -> bytes:
+    """``mib`` MiB of zeros in ``enc``, compressed a MiB at a time (never held whole)."""
+    block = b"\0" * (1 << 20)
+    if enc == "gzip":
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        return b"".join(z.compress(block) for _ in range(mib)) + z.flush()
+    if enc == "br":
+        c = brotli.Compressor(quality=5)
+        return b"".join(c.process(block) for _ in range(mib)) + c.finish()
+    if enc == "zstd":
+        zc = zstandard.ZstdCompressor(level=3).compressobj()
+        return b"".join(zc.compress(block) for _ in range(mib)) + zc.flush()
+    raise ValueError(enc)
+
+
+def wrapped_b64(value: bytes, cols: int, nl: bytes) -> bytes:
+    """Base64 of text with ``value`` at each byte alignment, wrapped at ``cols``."""
+    text = b"".join(b"-" * k + b" " + value + b" " for k in range(3)) * 2
+    encoded = base64.b64encode(text)
+    return nl.join(encoded[i : i + cols] for i in range(0, len(encoded), cols)) + nl
+
+
+HUGE_BLOCK = random.Random(7).randbytes(1 << 20)
+
+
 @dataclass
 class Reflector:
     ssl_context: ssl.SSLContext
     port: int = 0
     requests: list[Request] = field(default_factory=list)
+    # route -> body bytes handed to the transport so far (``/huge``)
+    sent: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
@@ -171,6 +214,45 @@ class Reflector:
             if framing == "chunked":
                 writer.write(b"0\r\n\r\n")
             return framing != "close"
+        if route == "/te":
+            te = q.get("te", "gzip, chunked")
+            packed = gzip.compress(b"te " + value * 50)
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: %s\r\n\r\n" % te.encode())
+            if "chunked" in te:
+                half = len(packed) // 2
+                for piece in (packed[:half], packed[half:]):
+                    writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                writer.write(b"0\r\n\r\n")
+                return True
+            writer.write(packed)
+            return False
+        if route == "/wrapped":
+            nl = b"\r\n" if q.get("nl", "crlf") == "crlf" else b"\n"
+            body = wrapped_b64(value, int(q.get("cols", "76")), nl)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            return True
+        if route == "/bomb":
+            enc = q.get("enc", "gzip")
+            body = bomb(enc, int(q.get("mib", "512")))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n"
+                % (enc.encode(), len(body))
+            )
+            for i in range(0, len(body), 65536):
+                writer.write(body[i : i + 65536])
+                await writer.drain()
+            return True
+        if route == "/huge":
+            size = int(q.get("size", str(1 << 20)))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+            left = size
+            while left:
+                piece = HUGE_BLOCK[: min(left, len(HUGE_BLOCK))]
+                writer.write(piece)
+                left -= len(piece)
+                self.sent[route] = size - left
+                await writer.drain()
+            return True
         if route == "/corrupt":
             # A gzip body that turns into raw bytes (the value in clear) halfway.
             packed = gzip.compress(b"start " + value + b" " + FILLER * 200, compresslevel=1)
@@ -370,6 +452,32 @@ class Reflector:
         elif route == "/malformed":
             token = value.split()[-1] if value else b"none"
             headers.append((b"x-bad " + token, value))  # a space: not a header name
+        elif route == "/wrapped":
+            nl = b"\r\n" if q.get("nl", "crlf") == "crlf" else b"\n"
+            chunks = [wrapped_b64(value, int(q.get("cols", "76")), nl)]
+        elif route == "/bomb":
+            enc = q.get("enc", "gzip")
+            packed = bomb(enc, int(q.get("mib", "512")))
+            headers.append((b"content-encoding", enc.encode()))
+            chunks = [packed[i : i + 16384] for i in range(0, len(packed), 16384)]
+        elif route == "/nobody":
+            headers = [(b":status", q.get("status", "204").encode())]
+            size = int(q.get("size", "1000"))
+            chunks = body_chunks(value, size, 16384)
+        elif route == "/huge":
+            size = int(q.get("size", str(1 << 20)))
+            conn.send_headers(sid, [(b":status", b"200"), (b"content-length", b"%d" % size)])
+            writer.write(conn.data_to_send())
+            left = size
+            while left:
+                piece = HUGE_BLOCK[: min(left, 65536)]
+                await self._h2_send(conn, writer, sid, piece, window)
+                left -= len(piece)
+                self.sent[route] = size - left
+            conn.end_stream(sid)
+            writer.write(conn.data_to_send())
+            await writer.drain()
+            return
         elif route == "/early":
             conn.send_headers(sid, [(b":status", b"103"), (b"link", b"</s.css>; x=" + value)])
             writer.write(conn.data_to_send())

@@ -192,11 +192,10 @@ async def test_git_fetch_basic_placeholder(
     assert seen[0].one("authorization") == basic("x-access-token", real)
 
 
-async def test_http2_clients(sandbox: Sandbox, github: EchoUpstream) -> None:
-    """curl --http2 and httpx(http2=True) both speak HTTP/2 to the proxy.
-
-    httpx offers ALPN ["http/1.1", "h2"] in that order; the proxy still picks h2
-    (and translates to the HTTP/1.1 upstream).
+async def test_http2_clients_are_answered_in_http1(sandbox: Sandbox, github: EchoUpstream) -> None:
+    """curl --http2 and httpx(http2=True) offer HTTP/2; an intercepted tunnel
+    speaks HTTP/1.1 to the sandbox (the connection-level guard parses one
+    framing), and both clients work all the same.
     """
     ph, real = placeholder(), token()
     await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
@@ -207,7 +206,7 @@ async def test_http2_clients(sandbox: Sandbox, github: EchoUpstream) -> None:
         ],
         sandbox.env,
     )  # fmt: skip
-    assert result.stdout == "2 200", result.stderr
+    assert result.stdout == "1.1 200", result.stderr
     assert github.last().one("authorization") == f"Bearer {real}"
 
     ctx = ssl.create_default_context(cafile=str(sandbox.proxy.ca_path))
@@ -219,7 +218,7 @@ async def test_http2_clients(sandbox: Sandbox, github: EchoUpstream) -> None:
             "https://api.github.com/user2", headers={"authorization": f"Bearer {ph}"}
         )
     assert resp.status_code == 200 and again.status_code == 200
-    assert resp.http_version == "HTTP/2"
+    assert resp.http_version == "HTTP/1.1"
     assert github.last().one("authorization") == f"Bearer {real}"
     assert real not in resp.text
 
@@ -533,17 +532,21 @@ async def test_deleted_session_stops_open_tunnel_and_new_connections(
             )
             await client.delete_session(session.session_id)
             # The open tunnel is closed by the DELETE; httpx reconnects and
-            # its CONNECT is refused (407), or a surviving tunnel answers 407.
+            # its CONNECT is refused (407), or a surviving tunnel answers 407,
+            # or (a race under load) httpx had already reused the pooled
+            # connection the DELETE was closing and reads its close.
             try:
                 second = await http_client.get(
                     "https://api.github.com/2", headers={"authorization": f"token {ph}"}
                 )
-                second_status = second.status_code
+                second_status: int | str = second.status_code
             except httpx.ProxyError as exc:
                 assert "407" in str(exc)
                 second_status = 407
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                second_status = "closed"
     assert first.status_code == 200
-    assert second_status == 407
+    assert second_status in (407, "closed")
     status, _, _ = await curl(proxy.client_env(session), "https://api.github.com/3")
     assert status == 0 or status == 407
 

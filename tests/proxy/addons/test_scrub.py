@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 from mitmproxy import http
 from mitmproxy.test import tflow
 
@@ -112,9 +113,40 @@ def test_reason_headers_and_trailers_are_scrubbed(ctx: ProxyContext) -> None:
     assert REAL not in resp.reason
     assert resp.headers["x-reflect"] == f"Bearer {PLACEHOLDER}"
     assert all(REAL.lower().encode() not in n.lower() for n, _ in resp.headers.fields)
+    flow.client_conn.alpn = b"h2"  # an HTTP/2 client side can carry trailers
     resp.trailers = http.Headers(x_reflect=REAL)
     scrub.response(flow)
     assert resp.trailers["x-reflect"] == PLACEHOLDER
+
+
+def test_trailers_are_dropped_for_an_http1_client(ctx: ProxyContext) -> None:
+    """mitmproxy cannot write HTTP/1 trailers: the response would never end."""
+    flow = intercepted_flow(ctx)
+    resp = response(flow, {"transfer-encoding": "chunked"})
+    resp.trailers = http.Headers(x_reflect=REAL)
+    Scrub(ctx).response(flow)
+    assert resp.trailers is None
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_no_body_status_relays_no_data(ctx: ProxyContext, status: int) -> None:
+    """An HTTP/2 upstream may send DATA frames for a 204/304: none go on."""
+    flow = intercepted_flow(ctx)
+    resp = response(flow, {})
+    resp.status_code = status
+    Scrub(ctx).responseheaders(flow)
+    assert callable(resp.stream)
+    assert stream_all(flow, BODY * 10) == b""
+
+
+@pytest.mark.parametrize("te", ["gzip, chunked", "gzip"])
+def test_transfer_codings_are_decoded_like_content_codings(ctx: ProxyContext, te: str) -> None:
+    flow = intercepted_flow(ctx)
+    packed = gzip.compress(BODY * 50)
+    resp = response(flow, {"transfer-encoding": te})
+    Scrub(ctx).responseheaders(flow)
+    assert resp.headers.get("transfer-encoding") == "chunked"
+    assert stream_all(flow, packed, 17) == CLEAN * 50
 
 
 def test_scrubber_is_installed_before_any_swap_on_the_connection(ctx: ProxyContext) -> None:

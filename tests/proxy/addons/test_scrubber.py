@@ -13,6 +13,8 @@ import zstandard
 
 from airlock.proxy.scrubber import (
     ChainDecoder,
+    DecodeBudget,
+    DecodedTooLarge,
     DecodeError,
     StreamScrubber,
     parse_codings,
@@ -129,3 +131,75 @@ def test_codings_parsing() -> None:
     assert supported(["gzip", "zstd"]) and not supported(["compress"])
     with pytest.raises(DecodeError):
         ChainDecoder(["compress"])
+
+
+# --- wrapped base64 (issue 22) -------------------------------------------------------
+
+
+def _wrapped(columns: int, newline: bytes) -> bytes:
+    text = base64.b64encode(
+        b"".join(b"." * k + f" x-access-token:{REAL} ".encode() for k in range(3))
+    )
+    return newline.join(text[i : i + columns] for i in range(0, len(text), columns)) + newline
+
+
+@pytest.mark.parametrize("columns", [76, 64, 60, 16])
+@pytest.mark.parametrize("newline", [b"\r\n", b"\n"])
+def test_wrapped_base64_is_scrubbed_whole_and_streamed(columns: int, newline: bytes) -> None:
+    data = _wrapped(columns, newline)
+    whole = scrub(data, FORMS)
+    flat = whole.replace(b"\r", b"").replace(b"\n", b"")
+    assert REAL.encode() not in base64.b64decode(flat)
+    assert not [f for f in FORMS if f in flat]
+    assert whole.count(newline) == data.count(newline)  # the breaks stay
+    for size in (1, 7, 61, 1000):
+        assert run_stream(StreamScrubber(FORMS), data, size) == whole
+
+
+# --- bounded decoding (issue 22) -----------------------------------------------------
+
+
+def _zeros(coding: str, mib: int) -> bytes:
+    block = b"\0" * (1 << 20)
+    if coding == "gzip":
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        return b"".join(z.compress(block) for _ in range(mib)) + z.flush()
+    if coding == "br":
+        c = brotli.Compressor(quality=5)
+        return b"".join(c.process(block) for _ in range(mib)) + c.finish()
+    zc = zstandard.ZstdCompressor().compressobj()
+    return b"".join(zc.compress(block) for _ in range(mib)) + zc.flush()
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
+def test_a_compression_bomb_is_cut_in_bounded_steps(coding: str) -> None:
+    packed = _zeros(coding, 64)
+    decoder = ChainDecoder([coding])
+    produced = 0
+    with pytest.raises(DecodedTooLarge):
+        for i in range(0, len(packed), 65536):
+            out = decoder.decode(packed[i : i + 65536])
+            # One read never decodes past the carried allowance plus its own credit.
+            assert len(out) <= decoder.budget.burst + decoder.budget.ratio * 65536 + (1 << 20)
+            produced += len(out)
+    assert produced < 64 << 20
+
+
+def test_the_total_limit_applies_to_plain_ratios_too() -> None:
+    body = random.Random(3).randbytes(3 << 20)
+    decoder = ChainDecoder(["gzip"], DecodeBudget(max_bytes=2 << 20))
+    with pytest.raises(DecodedTooLarge):
+        decoder.decode(gzip.compress(body, 1))
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
+def test_ordinary_bodies_decode_whole(coding: str) -> None:
+    body = b"".join(random.Random(i).randbytes(1000) + b" " * 3000 for i in range(1000))
+    packed = {
+        "gzip": lambda: gzip.compress(body),
+        "br": lambda: brotli.compress(body, quality=5),
+        "zstd": lambda: zstandard.ZstdCompressor().compress(body),
+    }[coding]()
+    decoder = ChainDecoder([coding])
+    out = b"".join(decoder.decode(packed[i : i + 4096]) for i in range(0, len(packed), 4096))
+    assert out + decoder.finish() == body

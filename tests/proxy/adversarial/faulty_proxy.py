@@ -8,6 +8,12 @@
   exception message quotes the request's Authorization header (the real token
   after the swap), so a proxy that logged or returned it would leak.
 - ``typo``: Swap grows a misspelt hook ``request_headers``.
+- ``unscrubbed:HOOK[,HOOK...]``: scrubbing hooks switched off, to show the
+  connection-level guard alone keeps the token from the sandbox. ``headers``
+  (``Scrub.responseheaders``: head and streamed bodies), ``response``
+  (``Scrub.response``: buffered bodies, trailers), ``websocket``
+  (``Scrub.websocket_message``), ``control`` (WebSocket ping, pong and close
+  payloads), ``hints`` (relayed 103 Early Hints).
 """
 
 from __future__ import annotations
@@ -17,8 +23,31 @@ import sys
 from typing import Any
 
 from airlock.proxy import cli
+from airlock.proxy.addons import early_hints, upgrade
 from airlock.proxy.addons.scrub import Scrub
 from airlock.proxy.addons.swap import Swap
+
+
+def _off(_self: Any, _flow: Any) -> None:
+    return None
+
+
+def _unscrub(hooks: list[str]) -> None:
+    """Switch scrubbing hooks off (a test double of a hook that misses a path)."""
+    for hook in hooks:
+        if hook == "headers":
+            Scrub.responseheaders = _off  # type: ignore[method-assign]
+        elif hook == "response":
+            Scrub.response = _off  # type: ignore[method-assign]
+        elif hook == "websocket":
+            Scrub.websocket_message = _off  # type: ignore[method-assign]
+        elif hook == "control":
+            upgrade.scrub_control = lambda event, pairs: event  # type: ignore[assignment]
+        elif hook == "hints":
+            early_hints.scrub = lambda data, pairs: data  # type: ignore[assignment]
+            early_hints.scrub_name = lambda name, pairs: name  # type: ignore[assignment]
+        else:
+            raise SystemExit(f"unknown hook {hook!r}")
 
 
 def _wrap(cls: type, hook: str, marker: str) -> None:
@@ -46,6 +75,8 @@ def main() -> int:
         _wrap(Swap, "requestheaders", "/raise-request")
         _wrap(Scrub, "responseheaders", "/raise-headers")
         _wrap(Scrub, "response", "/raise-response")
+    elif fault.startswith("unscrubbed:"):
+        _unscrub(fault.split(":", 1)[1].split(","))
     else:
         raise SystemExit(f"unknown fault {fault!r}")
     return cli.main()
