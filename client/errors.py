@@ -110,6 +110,10 @@ class Timeout(_daemon.Timeout, ToolError):
     pass
 
 
+class NoSpace(_daemon.NoSpace, ToolError):
+    """The sandbox's disk (or quota) is full; nothing was written. Free space and retry."""
+
+
 class Internal(_daemon.Internal, ToolError):
     pass
 
@@ -134,6 +138,7 @@ _CLIENT_TYPES: dict[type[_daemon.AirlockError], type[ToolError]] = {
         StaleWrite,
         Conflict,
         Timeout,
+        NoSpace,
         Internal,
     )
     for base in cls.__mro__[1:2]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import os
 import queue
@@ -29,6 +30,7 @@ from airlock.daemon.errors import (
     AirlockError,
     Conflict,
     Internal,
+    NoSpace,
     NotFound,
     ReadOnly,
     StaleWrite,
@@ -37,6 +39,8 @@ from airlock.daemon.errors import (
 from airlock.daemon.paths import Anchor, ResolvedPath, Roots
 
 TEMP_MARKER = ".airlock-tmp-"
+# A full file system or a used-up quota: ``no_space`` (507), the caller frees space.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 DEFAULT_FILE_MODE = 0o644
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -53,7 +57,7 @@ def is_temp_file(name: str) -> bool:
     return name.startswith(TEMP_MARKER)
 
 
-def _umask_mode() -> int:
+def default_file_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return DEFAULT_FILE_MODE & ~umask
@@ -144,6 +148,11 @@ class _Releaser:
 _RELEASER = _Releaser()
 
 
+def release_later(fd: int) -> None:
+    """Close ``fd`` (of an unlinked or replaced file) on the background releaser."""
+    _RELEASER.close_later(fd)
+
+
 def _hold_replaced(dir_fd: int, name: str, current: os.stat_result | None) -> int | None:
     """A descriptor of the big regular file about to be replaced, or None."""
     if current is None or not stat.S_ISREG(current.st_mode):
@@ -182,7 +191,7 @@ def write_at(
         mode = stat.S_IMODE(current.st_mode) & 0o777
         owner = (current.st_uid, current.st_gid)
     if mode is None:
-        mode = _umask_mode()
+        mode = default_file_mode()
     held = _hold_replaced(dir_fd, name, current)
     try:
         _replace(dir_fd, name, data, mode, owner, exclusive)
@@ -196,6 +205,24 @@ def _replace(
 ) -> None:
     """Temp file, fsync, rename (or link for ``exclusive``) into place, fsync the directory."""
     tmp = temp_name_for(name)
+    write_temp(dir_fd, tmp, data, mode, owner)
+    try:
+        if exclusive:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=dir_fd)
+        else:
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    os.fsync(dir_fd)
+
+
+def write_temp(
+    dir_fd: int, tmp: str, data: bytes, mode: int, owner: tuple[int, int] | None
+) -> None:
+    """Create ``tmp`` exclusively with ``data``, ``mode`` and ``owner``, fsynced; gone on error."""
     fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         try:
@@ -210,16 +237,10 @@ def _replace(
             os.fsync(fd)
         finally:
             os.close(fd)
-        if exclusive:
-            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-            os.unlink(tmp, dir_fd=dir_fd)
-        else:
-            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
-    os.fsync(dir_fd)
 
 
 def remove_at(anchor: Anchor) -> None:
@@ -335,13 +356,16 @@ class CommitFailed(Exception):
 
         A write refused by the confinement layer (a directory swapped for a
         symlink or a file after planning) means the workspace changed under the
-        call: ``conflict``, retry. Anything else (disk full, EFBIG, EIO) is the
-        machine's failure: ``internal``.
+        call: ``conflict``, retry. A full disk or quota is ``no_space``. Anything
+        else (EFBIG, EIO) is the machine's failure: ``internal``.
         """
         raced = isinstance(self.cause, AirlockError)
-        error = Conflict if raced else Internal
+        errno_ = self.cause.errno if isinstance(self.cause, OSError) else None
+        full = errno_ in NO_SPACE_ERRNOS
+        error = Conflict if raced else NoSpace if full else Internal
+        cause = f"the file system is full: {os.strerror(errno_ or 0)}" if full else str(self.cause)
         return error(
-            f"writing {self.failed.display} failed ({self.cause}); "
+            f"writing {self.failed.display} failed ({cause}); "
             + (
                 f"rolled back: {', '.join(self.restored)}. "
                 if self.restored
@@ -356,6 +380,8 @@ class CommitFailed(Exception):
             + (
                 "Something changed these paths while the call ran; re-read them and try again."
                 if raced
+                else "Free disk space (remove build outputs or caches with exec), then retry."
+                if full
                 else "Fix the cause (permissions, disk space) and try again."
             ),
             {
