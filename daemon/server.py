@@ -96,6 +96,9 @@ WORKSPACE_KEY = web.AppKey("workspace", Workspace)
 STATE_KEY = web.AppKey("state", ServerState)
 REQUIRE_TOKEN_KEY = web.AppKey("require_token", bool)
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
+# Per-route body limits (a route's canonical path -> bytes); routes not named here take the
+# app's ``client_max_size``. A route that takes larger bodies (a file upload) adds its own.
+BODY_LIMITS_KEY = web.AppKey("body_limits", dict[str, int])
 
 # OS errors a caller's input causes (a name over NAME_MAX, a symlink loop, an
 # environment over ARG_MAX): the client's mistake, so never ``internal``.
@@ -106,8 +109,50 @@ _CLIENT_ERRNOS = {
 }
 
 
+def body_limit(request: web.Request) -> int:
+    """The largest body ``request``'s route accepts: its own entry, else the app's limit."""
+    limits = request.app[BODY_LIMITS_KEY]
+    route = request.match_info.route.resource
+    own = limits.get(route.canonical) if route is not None else None
+    return request.client_max_size if own is None else own
+
+
+def refuse_declared_oversize(request: web.Request) -> None:
+    """413 before reading a byte of a body whose declared size is over the route's limit.
+
+    aiohttp only counts bytes as they arrive, so a client declaring 100 GB held a
+    handler (and its connection) until the body timeout. The answer closes the
+    connection: the rest of that body is never wanted.
+    """
+    declared = request.content_length
+    if declared is None:
+        return
+    limit = body_limit(request)
+    if declared > limit:
+        raise TooLarge(
+            f"the request declares a {declared}-byte body, over this route's limit of {limit} "
+            "bytes; split the change into smaller calls",
+            {"declared": declared, "limit": limit},
+        )
+
+
+async def answer_and_close(request: web.Request, resp: web.Response) -> web.Response:
+    """Send ``resp`` now and close the connection, without aiohttp's lingering read of the
+    unread body (up to 10 s of a slot held for bytes nobody wants)."""
+    resp.force_close()
+    await resp.prepare(request)
+    await resp.write_eof()
+    if request.protocol is not None:
+        request.protocol.force_close()  # the transport flushes the answer, then closes
+    return resp
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        refuse_declared_oversize(request)
+    except TooLarge as exc:
+        return await answer_and_close(request, error_response(exc))
     try:
         return await handler(request)
     except AirlockError as exc:
@@ -268,6 +313,7 @@ def build_app(
     app[STATE_KEY] = state if state is not None else ServerState(token_file)
     app[REQUIRE_TOKEN_KEY] = require_token
     app[BODY_TIMEOUT_KEY] = body_timeout_s
+    app[BODY_LIMITS_KEY] = {}
     app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/tools", list_tools)
     app.router.add_post("/v1/tools/{name}", call_tool)
