@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"connections per listener; beyond it 503 (default {_LIMIT_DEFAULTS.max_connections})",
     )
     p.add_argument(
+        "--max-unauthenticated-connections",
+        type=int,
+        help="connections per listener that have not shown a valid token; beyond it the one "
+        f"idle the longest is closed (default {_LIMIT_DEFAULTS.max_unauthenticated})",
+    )
+    p.add_argument(
         "--body-timeout",
         type=float,
         help=f"seconds to receive a request body (default {DEFAULT_BODY_TIMEOUT_S:g})",
@@ -287,6 +293,11 @@ def _limits(args: argparse.Namespace) -> ConnectionLimits:
             d.keepalive_timeout_s if args.keepalive_timeout is None else args.keepalive_timeout
         ),
         max_connections=d.max_connections if args.max_connections is None else args.max_connections,
+        max_unauthenticated=(
+            d.max_unauthenticated
+            if args.max_unauthenticated_connections is None
+            else args.max_unauthenticated_connections
+        ),
     )
 
 
@@ -339,7 +350,14 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         )
         return EnvelopeRunner(
             app,
-            listener=Listener(name, limits, state.metrics),
+            listener=Listener(
+                name,
+                limits,
+                state.metrics,
+                # Without a token file the socket's mode is the access control: no
+                # connection is "unauthenticated", only the listener's cap applies.
+                authenticate=state.presents_valid_token if args.token_file else None,
+            ),
             handler_cancellation=True,
             shutdown_timeout=drain,
             access_log=None,

@@ -74,6 +74,17 @@ class ServerState:
                 "" if table.entries else " (every token revoked)",
             )
 
+    def presents_valid_token(self, authorization: str) -> bool:
+        """Whether an ``Authorization`` header holds a valid token (the connection caps of
+        :mod:`airlock.daemon.transport` count a connection as authenticated from then on)."""
+        scheme, _, value = authorization.partition(" ")
+        tokens = self.tokens
+        return (
+            tokens is not None
+            and scheme.lower() == "bearer"
+            and tokens.scope_of(value.strip()) is not None
+        )
+
     def scope_for(self, request: web.Request) -> Scope:
         if self.tokens is None:
             if request.app[REQUIRE_TOKEN_KEY]:
