@@ -35,6 +35,7 @@ from airlock.daemon.errors import (
 )
 from airlock.daemon.exec_stream import exec_stream
 from airlock.daemon.metrics import DaemonMetrics
+from airlock.daemon.offload import run_cpu
 from airlock.daemon.openapi import openapi_document
 from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
 from airlock.daemon.request_body import read_json_body
@@ -273,7 +274,7 @@ async def call_tool(request: web.Request) -> web.Response:
             "object (Content-Type: application/json)"
         )
     raw = await _read_body(request) if request.can_read_body else b""
-    body: Any = await read_json_body(raw, ws.io.run)
+    body: Any = await read_json_body(raw, run_cpu)
     started = time.monotonic()
     state.metrics.in_flight += 1
     outcome = "ok"
@@ -294,12 +295,12 @@ async def call_tool(request: web.Request) -> web.Response:
         state.metrics.observe(name, outcome, time.monotonic() - started)
     # The serializer's bytes go straight to the wire (model_dump_json would decode them to str).
     # A page of file_read is bounded and hot; anything else may be megabytes (diffs, exec
-    # output, images) and is serialised on a worker thread so the loop stays free.
+    # output, images) and is serialised on the shared CPU pool so the loop stays free.
     serialize = result.__pydantic_serializer__.to_json
     if isinstance(result, TextFile):
         data = serialize(result)
     else:
-        data = await ws.io.run(lambda: serialize(result))
+        data = await run_cpu(lambda: serialize(result))
     return web.Response(body=data, content_type="application/json")
 
 

@@ -187,11 +187,14 @@ class EnvelopeRequestHandler(RequestHandler):
         self._busy += 1
         try:
             auth = self._listener.authenticate
-            if not self._authenticated and auth is not None:
-                if auth(request.headers.get("Authorization", "")):
-                    self._authenticated = True
-                    self._listener.unauthenticated.pop(self, None)
-                    self._inner = self._manager.request_handler if self._manager else self._inner
+            if (
+                not self._authenticated
+                and auth is not None
+                and auth(request.headers.get("Authorization", ""))
+            ):
+                self._authenticated = True
+                self._listener.unauthenticated.pop(self, None)
+                self._inner = self._manager.request_handler if self._manager else self._inner
             handler = self._inner
             assert handler is not None
             return await handler(request)
