@@ -38,6 +38,7 @@ import json
 import logging
 import secrets
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +73,12 @@ class ConnectionLimits:
     max_connections: int = 256
     max_unauthenticated: int = 64
 
+
+# An unauthenticated connection may be closed to make room only after this long without
+# a byte or a request: a fresh client (the orchestrator's, whose head may still be on its
+# way) is never the one closed. Nothing is lost meanwhile: a request with a valid token is
+# served even on a connection that arrived over the cap.
+EVICT_AFTER_S = 1.0
 
 # Given a request's Authorization header: does it carry a valid token?
 Authenticator = Callable[[str], bool]
@@ -151,7 +158,7 @@ def low_level_error(
 class EnvelopeRequestHandler(RequestHandler):
     """aiohttp's protocol with envelope errors, a header timeout and a connection cap."""
 
-    __slots__ = ("_authenticated", "_busy", "_head_timer", "_inner", "_listener")
+    __slots__ = ("_active_at", "_authenticated", "_busy", "_head_timer", "_inner", "_listener")
 
     def __init__(self, manager: Server, *, listener: Listener, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -159,6 +166,7 @@ class EnvelopeRequestHandler(RequestHandler):
         self._head_timer: asyncio.TimerHandle | None = None
         self._authenticated = listener.authenticate is None
         self._busy = 0  # requests of this connection being handled
+        self._active_at = time.monotonic()  # last byte received or request finished
         self._inner = self._request_handler
         self._request_handler = self._serve
 
@@ -204,6 +212,7 @@ class EnvelopeRequestHandler(RequestHandler):
 
     def _touch(self) -> None:
         """Mark activity: the connection moves to the young end of the eviction order."""
+        self._active_at = time.monotonic()
         pending = self._listener.unauthenticated
         if self in pending:
             del pending[self]
@@ -216,14 +225,21 @@ class EnvelopeRequestHandler(RequestHandler):
             if other is not self and other._idle():
                 self._listener.metrics.connections_evicted[self._listener.name] += 1
                 self._listener.unauthenticated.pop(other, None)
+                log.debug(
+                    "closed an idle %s connection without a valid token to make room",
+                    self._listener.name,
+                )
                 other.force_close()
                 return True
         return False
 
     def _idle(self) -> bool:
-        """No request in flight or parsed and waiting, and nothing unread in the socket (a
-        client that has just written its head is about to be served: it is not idle)."""
+        """Quiet for :data:`EVICT_AFTER_S`, no request in flight or parsed and waiting, and
+        nothing unread in the socket: a client that has just connected or written its head is
+        about to be served, never the one closed."""
         if self._busy or self._messages or self.transport is None:
+            return False
+        if time.monotonic() - self._active_at < EVICT_AFTER_S:
             return False
         sock = self.transport.get_extra_info("socket")
         if sock is None:

@@ -6,8 +6,9 @@ socket connections without a token: a third send nothing, a third ask for
 ``/v1/health`` and keep the connection alive, a third send a tool call with a
 wrong token. Before the fix 256 of them filled the listener and the
 orchestrator got 503. Now unauthenticated connections have their own cap
-(64 by default) and the one idle the longest makes room, so every call of
-the orchestrator (write token, new connections) is answered. A listener
+(64 by default): the one idle the longest makes room, and a request with a
+valid token is served even on a connection that arrived over the cap, so
+every call of the orchestrator (write token, new connections) is answered. A listener
 without tokens keeps its plain cap and 503 (tests/daemon/adversarial/
 test_connections_limits.py).
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from airlock.client.daemon import DaemonClient
 from tests.daemon.adversarial.agent_rig import WRITE, agent_daemon, needs_root
 from tests.daemon.adversarial.raw_http import send_raw
+from tests.fakes.wait import wait_until
 
 pytestmark = needs_root
 
@@ -100,10 +102,12 @@ async def test_orchestrator_is_served_while_300_unauthenticated_connections_are_
                     assert (await c.file_read(path="a.txt")).content == "served\n"  # type: ignore[union-attr]
                     listing = await c.call("file_list", {"path": "."})
                     assert any(e["path"] == "a.txt" for e in listing["entries"])
-            # Room was made by closing idle connections without a token; none was a 503 to
-            # the orchestrator.
-            evicted = await _metric(rig.daemon.socket, "airlockd_connections_evicted_total")
-            assert evicted > 0
+            # Room is made by closing idle connections without a token (each new connection,
+            # this probe's included, closes one that has been quiet for a second).
+            await wait_until(
+                lambda: _metric(rig.daemon.socket, "airlockd_connections_evicted_total"),
+                message="no idle connection without a token was closed to make room",
+            )
             alive = await _alive_in_agent(flood)
             assert alive < FLOOD, alive
         finally:
