@@ -20,12 +20,19 @@ pytestmark = needs_root
 DEPTH = 1500
 LONG = "n" * 20  # 1,500 levels of it: a path of 31,500 bytes, far over PATH_MAX
 
+# One process, no fork per level (a shell loop forks mkdir 3,000 times).
 BUILD = f"""
-set -e
-for name in d {LONG}; do
-  (i=0; while [ $i -lt {DEPTH} ]; do mkdir $name; cd -P $name; i=$((i+1)); done
-   printf 'x = (\\n' > x.py; printf 'trailing  \\n' > notes.txt)
-done
+import os
+for name in ("d", "{LONG}"):
+    top = os.open(".", os.O_RDONLY)
+    for _ in range({DEPTH}):
+        os.mkdir(name)
+        os.chdir(name)
+    with open("x.py", "w") as f:
+        f.write("x = (\\n")
+    with open("notes.txt", "w") as f:
+        f.write("trailing  \\n")
+    os.fchdir(top)
 """
 
 
@@ -40,7 +47,7 @@ async def _answer(client: DaemonClient, paths: list[str]) -> dict[str, Any]:
 async def test_diagnostics_on_a_1500_level_tree_never_answers_internal() -> None:
     async with agent_daemon() as rig:
         async with rig.daemon.client(WRITE) as agent:
-            built = await agent.exec(argv=["sh", "-c", BUILD], timeout_s=120)
+            built = await agent.exec(argv=["/usr/bin/python3", "-c", BUILD], timeout_s=120)
             assert built.exit_code == 0, built.stderr
             await agent.exec(argv=["git", "init", "-q", "."])
         deep_dir = "/".join(["d"] * DEPTH)
@@ -57,9 +64,10 @@ async def test_diagnostics_on_a_1500_level_tree_never_answers_internal() -> None
                 found = {(d["check"], d["path"].rsplit("/", 1)[-1]) for d in deepest["diagnostics"]}
                 assert ("syntax", "x.py") in found, deepest
 
+                if token == READ:
+                    continue  # the rest is the same walk and resolver in either scope
                 middle = await _answer(client, ["/".join(["d"] * 700)])
                 assert "error" not in middle, middle
-
                 for paths in ([f"{long_dir}/x.py"], ["/".join([LONG] * 400)]):
                     far = await _answer(client, paths)
                     if "error" not in far:
