@@ -108,8 +108,9 @@ WORKSPACE_KEY = web.AppKey("workspace", Workspace)
 STATE_KEY = web.AppKey("state", ServerState)
 REQUIRE_TOKEN_KEY = web.AppKey("require_token", bool)
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
-# Per-route body limits (a route's canonical path -> bytes); routes not named here take the
-# app's ``client_max_size``. A route that takes larger bodies (a file upload) adds its own.
+# Routes that read their body whole, with the largest body each accepts (a route's canonical
+# path -> bytes): a larger declared Content-Length is refused before the body is read.
+# Routes not named here stream their bodies (file uploads) and bound them themselves.
 BODY_LIMITS_KEY = web.AppKey("body_limits", dict[str, int])
 
 # OS errors a caller's input causes (a name over NAME_MAX, a symlink loop, an
@@ -121,12 +122,11 @@ _CLIENT_ERRNOS = {
 }
 
 
-def body_limit(request: web.Request) -> int:
-    """The largest body ``request``'s route accepts: its own entry, else the app's limit."""
-    limits = request.app[BODY_LIMITS_KEY]
-    route = request.match_info.route.resource
-    own = limits.get(route.canonical) if route is not None else None
-    return request.client_max_size if own is None else own
+def body_limit(request: web.Request) -> int | None:
+    """The largest body ``request``'s route reads whole, or None for a route that streams
+    its body (a file upload bounded by the disk, not by memory)."""
+    resource = request.match_info.route.resource
+    return None if resource is None else request.app[BODY_LIMITS_KEY].get(resource.canonical)
 
 
 def refuse_declared_oversize(request: web.Request) -> None:
@@ -137,10 +137,8 @@ def refuse_declared_oversize(request: web.Request) -> None:
     connection: the rest of that body is never wanted.
     """
     declared = request.content_length
-    if declared is None:
-        return
-    limit = body_limit(request)
-    if declared > limit:
+    limit = body_limit(request) if declared is not None else None
+    if declared is not None and limit is not None and declared > limit:
         raise TooLarge(
             f"the request declares a {declared}-byte body, over this route's limit of {limit} "
             "bytes; split the change into smaller calls",
@@ -325,7 +323,10 @@ def build_app(
     app[STATE_KEY] = state if state is not None else ServerState(token_file)
     app[REQUIRE_TOKEN_KEY] = require_token
     app[BODY_TIMEOUT_KEY] = body_timeout_s
-    app[BODY_LIMITS_KEY] = {}
+    app[BODY_LIMITS_KEY] = {
+        "/v1/tools/{name}": max_body_bytes,
+        "/v1/exec/stream": max_body_bytes,
+    }
     app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/tools", list_tools)
     app.router.add_post("/v1/tools/{name}", call_tool)
