@@ -57,7 +57,7 @@ def is_temp_file(name: str) -> bool:
     return name.startswith(TEMP_MARKER)
 
 
-def default_file_mode() -> int:
+def _umask_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return DEFAULT_FILE_MODE & ~umask
@@ -191,7 +191,7 @@ def write_at(
         mode = stat.S_IMODE(current.st_mode) & 0o777
         owner = (current.st_uid, current.st_gid)
     if mode is None:
-        mode = default_file_mode()
+        mode = _umask_mode()
     held = _hold_replaced(dir_fd, name, current)
     try:
         _replace(dir_fd, name, data, mode, owner, exclusive)
@@ -205,24 +205,6 @@ def _replace(
 ) -> None:
     """Temp file, fsync, rename (or link for ``exclusive``) into place, fsync the directory."""
     tmp = temp_name_for(name)
-    write_temp(dir_fd, tmp, data, mode, owner)
-    try:
-        if exclusive:
-            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-            os.unlink(tmp, dir_fd=dir_fd)
-        else:
-            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-    os.fsync(dir_fd)
-
-
-def write_temp(
-    dir_fd: int, tmp: str, data: bytes, mode: int, owner: tuple[int, int] | None
-) -> None:
-    """Create ``tmp`` exclusively with ``data``, ``mode`` and ``owner``, fsynced; gone on error."""
     fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         try:
@@ -237,10 +219,16 @@ def write_temp(
             os.fsync(fd)
         finally:
             os.close(fd)
+        if exclusive:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=dir_fd)
+        else:
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
+    os.fsync(dir_fd)
 
 
 def remove_at(anchor: Anchor) -> None:

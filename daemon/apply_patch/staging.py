@@ -26,18 +26,18 @@ import stat
 from dataclasses import dataclass
 
 from airlock.daemon.fsio import (
+    DEFAULT_FILE_MODE,
     RELEASE_LATER_BYTES,
     PlannedWrite,
     current_at,
-    default_file_mode,
     refuse_read_only,
     release_later,
     temp_name_for,
-    write_temp,
 )
 from airlock.daemon.paths import Anchor
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass
@@ -63,10 +63,12 @@ def stage(anchor: Anchor, write: PlannedWrite, owner: tuple[int, int] | None) ->
         refuse_read_only(current, anchor.display)
         mode = stat.S_IMODE(current.st_mode) & 0o777
         owner = (current.st_uid, current.st_gid)
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = DEFAULT_FILE_MODE & ~umask
     tmp = temp_name_for(anchor.name)
-    write_temp(
-        anchor.dir_fd, tmp, write.after, default_file_mode() if mode is None else mode, owner
-    )
+    _write_temp(anchor.dir_fd, tmp, write.after, mode, owner)
     staged.temp = tmp
     return staged
 
@@ -119,6 +121,30 @@ def discard(staged: Staged) -> None:
             with contextlib.suppress(OSError):
                 _release(dir_fd, name)
     staged.temp = staged.backup = None
+
+
+def _write_temp(
+    dir_fd: int, tmp: str, data: bytes, mode: int, owner: tuple[int, int] | None
+) -> None:
+    """Create ``tmp`` (``O_EXCL | O_NOFOLLOW``) with ``data``, ``mode`` and ``owner``, fsynced;
+    removed on any error. The same steps as the atomic writer's temp file in ``fsio``."""
+    fd = os.open(tmp, _TEMP_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if owner is not None and (owner[0] != os.geteuid() or owner[1] != os.getegid()):
+                # Only root may give a file away; an unprivileged daemon keeps its own.
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, *owner)
+            os.fchmod(fd, mode & 0o777)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        _unlink(dir_fd, tmp)
+        raise
 
 
 def _release(dir_fd: int, name: str) -> None:
