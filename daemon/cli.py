@@ -47,7 +47,12 @@ from airlock.daemon.server import (
     ServerState,
     build_app,
 )
-from airlock.daemon.transport import ConnectionLimits, EnvelopeRunner, Listener
+from airlock.daemon.transport import (
+    LISTEN_BACKLOG,
+    ConnectionLimits,
+    EnvelopeRunner,
+    Listener,
+)
 from airlock.daemon.workspace import Workspace
 
 log = logging.getLogger("airlockd")
@@ -367,7 +372,7 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
     await runners[0].setup()
     try:
         claim_socket_path(socket_path)
-        await web.UnixSite(runners[0], str(socket_path)).start()
+        await web.UnixSite(runners[0], str(socket_path), backlog=LISTEN_BACKLOG).start()
     except OSError as exc:
         await runners[0].cleanup()
         await workspace.aclose()
@@ -380,9 +385,9 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         runners.append(runner_for(kind, require_token=True))
         await runners[1].setup()
         site: web.BaseSite = (
-            web.TCPSite(runners[1], where, port)
+            web.TCPSite(runners[1], where, port, backlog=LISTEN_BACKLOG)
             if kind == "tcp"
-            else web.UnixSite(runners[1], where)
+            else web.UnixSite(runners[1], where, backlog=LISTEN_BACKLOG)
         )
         try:
             await site.start()

@@ -74,6 +74,13 @@ class ConnectionLimits:
     max_unauthenticated: int = 64
 
 
+# Connections the kernel queues before the daemon accepts them (capped by
+# net.core.somaxconn). aiohttp's 128 let a burst of connections fill the queue while
+# the loop was busy, and a non-blocking connect to a full Unix socket queue fails at
+# once (EAGAIN): the orchestrator's new connection would be refused by the kernel
+# before the caps below could make room for it.
+LISTEN_BACKLOG = 1024
+
 # An unauthenticated connection may be closed to make room only after this long without
 # a byte or a request: a fresh client (the orchestrator's, whose head may still be on its
 # way) is never the one closed. Nothing is lost meanwhile: a request with a valid token is

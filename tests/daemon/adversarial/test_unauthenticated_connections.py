@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from pathlib import Path
 
 from airlock.client.daemon import DaemonClient
@@ -95,8 +96,13 @@ async def test_orchestrator_is_served_while_300_unauthenticated_connections_are_
             assert line.startswith("open "), line
             # Every connection was accepted (none refused by the kernel backlog).
             assert int(line.split()[1]) == FLOOD, line
-            # The orchestrator: fresh connections (queued behind the whole flood), a write
-            # token, every call answered.
+            # "Open" means accepted: wait until the daemon has taken every one of them off
+            # the kernel's queue (a full queue refuses a connect before the daemon sees it).
+            await wait_until(
+                lambda: _accept_queue(rig.daemon.socket) == 0,
+                message="the daemon never accepted the agent's connections",
+            )
+            # The orchestrator: fresh connections, a write token, every call answered.
             for _ in range(3):
                 async with DaemonClient(socket=str(rig.daemon.socket), token=WRITE) as c:
                     assert (await c.file_read(path="a.txt")).content == "served\n"  # type: ignore[union-attr]
@@ -113,6 +119,16 @@ async def test_orchestrator_is_served_while_300_unauthenticated_connections_are_
         finally:
             flood.stdin.close()
             await asyncio.wait_for(flood.wait(), 30)
+
+
+def _accept_queue(socket: Path) -> int | None:
+    """Connections waiting in the listening socket's accept queue (``ss``: Recv-Q)."""
+    listing = subprocess.run(["ss", "-xlH"], capture_output=True, text=True, check=True).stdout
+    for line in listing.splitlines():
+        fields = line.split()
+        if str(socket) in fields:
+            return int(fields[2])
+    return None
 
 
 async def _alive_in_agent(flood: asyncio.subprocess.Process) -> int:
