@@ -110,6 +110,10 @@ class Timeout(_daemon.Timeout, ToolError):
     pass
 
 
+class NoSpace(_daemon.NoSpace, ToolError):
+    """The sandbox's disk (or quota) is full; nothing was written. Free space and retry."""
+
+
 class Internal(_daemon.Internal, ToolError):
     pass
 

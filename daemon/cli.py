@@ -50,7 +50,12 @@ from airlock.daemon.server import (
     build_app,
 )
 from airlock.daemon.tracing import SPANS
-from airlock.daemon.transport import ConnectionLimits, EnvelopeRunner, Listener
+from airlock.daemon.transport import (
+    LISTEN_BACKLOG,
+    ConnectionLimits,
+    EnvelopeRunner,
+    Listener,
+)
 from airlock.daemon.workspace import Workspace
 
 log = logging.getLogger("airlockd")
@@ -168,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-connections",
         type=int,
         help=f"connections per listener; beyond it 503 (default {_LIMIT_DEFAULTS.max_connections})",
+    )
+    p.add_argument(
+        "--max-unauthenticated-connections",
+        type=int,
+        help="connections per listener that have not shown a valid token; beyond it the one "
+        f"idle the longest is closed (default {_LIMIT_DEFAULTS.max_unauthenticated})",
     )
     p.add_argument(
         "--body-timeout",
@@ -313,6 +324,11 @@ def _limits(args: argparse.Namespace) -> ConnectionLimits:
             d.keepalive_timeout_s if args.keepalive_timeout is None else args.keepalive_timeout
         ),
         max_connections=d.max_connections if args.max_connections is None else args.max_connections,
+        max_unauthenticated=(
+            d.max_unauthenticated
+            if args.max_unauthenticated_connections is None
+            else args.max_unauthenticated_connections
+        ),
     )
 
 
@@ -367,7 +383,14 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         )
         return EnvelopeRunner(
             app,
-            listener=Listener(name, limits, state.metrics),
+            listener=Listener(
+                name,
+                limits,
+                state.metrics,
+                # Without a token file the socket's mode is the access control: no
+                # connection is "unauthenticated", only the listener's cap applies.
+                authenticate=state.presents_valid_token if args.token_file else None,
+            ),
             handler_cancellation=True,
             shutdown_timeout=drain,
             access_log=None,
@@ -377,7 +400,7 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
     await runners[0].setup()
     try:
         claim_socket_path(socket_path)
-        await web.UnixSite(runners[0], str(socket_path)).start()
+        await web.UnixSite(runners[0], str(socket_path), backlog=LISTEN_BACKLOG).start()
     except OSError as exc:
         await runners[0].cleanup()
         await workspace.aclose()
@@ -390,9 +413,9 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         runners.append(runner_for(kind, require_token=True))
         await runners[1].setup()
         site: web.BaseSite = (
-            web.TCPSite(runners[1], where, port)
+            web.TCPSite(runners[1], where, port, backlog=LISTEN_BACKLOG)
             if kind == "tcp"
-            else web.UnixSite(runners[1], where)
+            else web.UnixSite(runners[1], where, backlog=LISTEN_BACKLOG)
         )
         try:
             await site.start()

@@ -21,7 +21,6 @@ thread, so even a diff within budget never stalls ``/v1/health``.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import difflib
 import time
@@ -112,8 +111,11 @@ def unified_diff(
 
 
 async def unified_diff_async(display: str, before: str | None, after: str | None) -> str:
-    """:func:`unified_diff` on a worker thread: the event loop never runs a diff."""
-    return await asyncio.to_thread(unified_diff, display, before, after)
+    """:func:`unified_diff` on the shared CPU pool: the event loop never runs a diff, and
+    many diffs at once never crowd it out (see :mod:`airlock.daemon.offload`)."""
+    from airlock.daemon.offload import run_cpu
+
+    return await run_cpu(lambda: unified_diff(display, before, after))
 
 
 def opcodes(a: list[str], b: list[str], *, deadline: float, max_lines: int) -> list[Opcode]:

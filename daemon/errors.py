@@ -29,6 +29,7 @@ class ErrorCode(StrEnum):
     STALE_WRITE = "stale_write"
     CONFLICT = "conflict"
     TIMEOUT = "timeout"
+    NO_SPACE = "no_space"
     INTERNAL = "internal"
 
 
@@ -50,6 +51,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.STALE_WRITE: 409,
     ErrorCode.CONFLICT: 409,
     ErrorCode.TIMEOUT: 504,
+    ErrorCode.NO_SPACE: 507,
     ErrorCode.INTERNAL: 500,
 }
 
@@ -142,6 +144,16 @@ class Timeout(AirlockError):
     code = ErrorCode.TIMEOUT
 
 
+class NoSpace(AirlockError):
+    """The file system is full (ENOSPC) or the quota is used up (EDQUOT): HTTP 507.
+
+    An edit that meets it writes nothing (a multi-file edit is whole or absent);
+    the caller frees space and retries. Not ``internal``: nothing is broken.
+    """
+
+    code = ErrorCode.NO_SPACE
+
+
 class Internal(AirlockError):
     code = ErrorCode.INTERNAL
 
@@ -166,6 +178,7 @@ ERROR_TYPES: dict[ErrorCode, type[AirlockError]] = {
         StaleWrite,
         Conflict,
         Timeout,
+        NoSpace,
         Internal,
     )
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import os
 import queue
@@ -29,6 +30,7 @@ from airlock.daemon.errors import (
     AirlockError,
     Conflict,
     Internal,
+    NoSpace,
     NotFound,
     ReadOnly,
     StaleWrite,
@@ -37,6 +39,8 @@ from airlock.daemon.errors import (
 from airlock.daemon.paths import Anchor, ResolvedPath, Roots
 
 TEMP_MARKER = ".airlock-tmp-"
+# A full file system or a used-up quota: ``no_space`` (507), the caller frees space.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 DEFAULT_FILE_MODE = 0o644
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -142,6 +146,11 @@ class _Releaser:
 
 
 _RELEASER = _Releaser()
+
+
+def release_later(fd: int) -> None:
+    """Close ``fd`` (of an unlinked or replaced file) on the background releaser."""
+    _RELEASER.close_later(fd)
 
 
 def _hold_replaced(dir_fd: int, name: str, current: os.stat_result | None) -> int | None:
@@ -384,13 +393,16 @@ class CommitFailed(Exception):
 
         A write refused by the confinement layer (a directory swapped for a
         symlink or a file after planning) means the workspace changed under the
-        call: ``conflict``, retry. Anything else (disk full, EFBIG, EIO) is the
-        machine's failure: ``internal``.
+        call: ``conflict``, retry. A full disk or quota is ``no_space``. Anything
+        else (EFBIG, EIO) is the machine's failure: ``internal``.
         """
         raced = isinstance(self.cause, AirlockError)
-        error = Conflict if raced else Internal
+        errno_ = self.cause.errno if isinstance(self.cause, OSError) else None
+        full = errno_ in NO_SPACE_ERRNOS
+        error = Conflict if raced else NoSpace if full else Internal
+        cause = f"the file system is full: {os.strerror(errno_ or 0)}" if full else str(self.cause)
         return error(
-            f"writing {self.failed.display} failed ({self.cause}); "
+            f"writing {self.failed.display} failed ({cause}); "
             + (
                 f"rolled back: {', '.join(self.restored)}. "
                 if self.restored
@@ -405,6 +417,8 @@ class CommitFailed(Exception):
             + (
                 "Something changed these paths while the call ran; re-read them and try again."
                 if raced
+                else "Free disk space (remove build outputs or caches with exec), then retry."
+                if full
                 else "Fix the cause (permissions, disk space) and try again."
             ),
             {

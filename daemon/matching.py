@@ -400,6 +400,13 @@ def trim_blank_edges(old: str, new: str) -> tuple[str, str] | None:
     loses the same blank lines where it has them too (they were the same stray
     context), so the file's own blank lines stay as they were. None when ``old``
     has no blank edge line or is nothing but blank lines.
+
+    Blank lines are dropped as whole lines, never their line endings alone, so
+    the tier never joins or splits lines: when blank lines are dropped from
+    the end of ``old``, the last line kept ends with its line ending, and the
+    trimmed ``new`` ends with one too (``"\nbeta\ngamma\n\n"`` ->
+    ``"BETA\nGAMMA"`` replaces the two lines with two lines, instead of
+    joining ``GAMMA`` with the line after them).
     """
     old_parts, old_nl = _split_terminated(old)
     lead, trail = _blank_edges(old_parts)
@@ -407,11 +414,18 @@ def trim_blank_edges(old: str, new: str) -> tuple[str, str] | None:
         return None
     core = old_parts[lead : len(old_parts) - trail]
     new_parts, new_nl = _split_terminated(new)
-    new_lead, new_trail = _blank_edges(new_parts)
+    new_lead, _ = _blank_edges(new_parts)
     drop_lead = min(lead, new_lead)
-    drop_trail = min(trail, new_trail, len(new_parts) - drop_lead)
-    new_core = new_parts[drop_lead : len(new_parts) - drop_trail]
+    rest = new_parts[drop_lead:]
+    drop_trail = 0  # trailing blanks of what is left, at most as many as old had
+    while drop_trail < min(trail, len(rest)) and not rest[len(rest) - 1 - drop_trail].strip():
+        drop_trail += 1
+    new_core = rest[: len(rest) - drop_trail]
+    # A blank line followed the last kept line of ``old``: that line was terminated,
+    # and the lines replacing it keep that ending.
+    old_terminated = old_nl or trail > 0
+    new_terminated = bool(new_core) and (new_nl or trail > 0)
     return (
-        "\n".join(core) + ("\n" if old_nl else ""),
-        "\n".join(new_core) + ("\n" if new_nl and new_core else ""),
+        "\n".join(core) + ("\n" if old_terminated else ""),
+        "\n".join(new_core) + ("\n" if new_terminated else ""),
     )

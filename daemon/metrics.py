@@ -24,6 +24,7 @@ class DaemonMetrics:
         self.in_flight = 0
         self.connections_rejected: dict[str, int] = defaultdict(int)
         self.header_timeouts: dict[str, int] = defaultdict(int)
+        self.connections_evicted: dict[str, int] = defaultdict(int)
 
     def tool_label(self, name: str) -> str:
         return name if name in self.tools else UNKNOWN
@@ -62,4 +63,11 @@ class DaemonMetrics:
         ]
         for listener, count in sorted(self.header_timeouts.items()):
             lines.append(f'airlockd_header_timeouts_total{{listener="{listener}"}} {count}')
+        lines += [
+            "# HELP airlockd_connections_evicted_total Idle connections without a valid token "
+            "closed to make room.",
+            "# TYPE airlockd_connections_evicted_total counter",
+        ]
+        for listener, count in sorted(self.connections_evicted.items()):
+            lines.append(f'airlockd_connections_evicted_total{{listener="{listener}"}} {count}')
         return "\n".join(lines) + "\n"

@@ -117,7 +117,10 @@ class ThreadHop:
     shared queue would wake whichever waiter the lock chose, often a cold one.
     """
 
-    def __init__(self, max_workers: int = 8, idle_seconds: float = 30.0) -> None:
+    def __init__(
+        self, max_workers: int = 8, idle_seconds: float = 30.0, name: str = "airlockd-io"
+    ) -> None:
+        self._name = name
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
         self._backlog: deque[_Job] = deque()
@@ -147,7 +150,7 @@ class ThreadHop:
             elif self._workers < self._max:
                 self._workers += 1
                 threading.Thread(
-                    target=self._work, args=(job,), name="airlockd-io", daemon=True
+                    target=self._work, args=(job,), name=self._name, daemon=True
                 ).start()
             else:
                 self._backlog.append(job)
@@ -221,3 +224,21 @@ class ThreadHop:
             with self._lock:
                 self._workers -= 1
         return job
+
+
+# ---------------------------------------------------------------- the CPU pool
+
+# CPU-heavy work (diffs and previews, matching, serialising or parsing large
+# bodies) holds the GIL for its whole run. On its own thread per call, eight
+# concurrent previews were eight threads taking the GIL from the event loop
+# in turn, and /v1/health waited 0.5 s and more. Sharing one small pool bounds
+# the threads the loop competes with, whatever the callers send; the work
+# queues instead (first come, first served), which costs no throughput, since
+# the GIL lets only one of them run at a time anyway.
+CPU_WORKERS = 1
+_CPU_POOL = ThreadHop(max_workers=CPU_WORKERS, idle_seconds=30.0, name="airlockd-cpu")
+
+
+async def run_cpu(fn: Callable[[], T]) -> T:
+    """``await fn()`` on the shared CPU pool (for work that computes rather than waits)."""
+    return await _CPU_POOL.run(fn)

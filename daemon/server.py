@@ -35,6 +35,7 @@ from airlock.daemon.errors import (
 )
 from airlock.daemon.exec_stream import exec_stream
 from airlock.daemon.metrics import DaemonMetrics
+from airlock.daemon.offload import run_cpu
 from airlock.daemon.openapi import openapi_document
 from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
 from airlock.daemon.request_body import read_json_body
@@ -78,6 +79,17 @@ class ServerState:
                 "" if table.entries else " (every token revoked)",
             )
 
+    def presents_valid_token(self, authorization: str) -> bool:
+        """Whether an ``Authorization`` header holds a valid token (the connection caps of
+        :mod:`airlock.daemon.transport` count a connection as authenticated from then on)."""
+        scheme, _, value = authorization.partition(" ")
+        tokens = self.tokens
+        return (
+            tokens is not None
+            and scheme.lower() == "bearer"
+            and tokens.scope_of(value.strip()) is not None
+        )
+
     def scope_for(self, request: web.Request) -> Scope:
         if self.tokens is None:
             if request.app[REQUIRE_TOKEN_KEY]:
@@ -100,6 +112,10 @@ WORKSPACE_KEY = web.AppKey("workspace", Workspace)
 STATE_KEY = web.AppKey("state", ServerState)
 REQUIRE_TOKEN_KEY = web.AppKey("require_token", bool)
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
+# Routes that read their body whole, with the largest body each accepts (a route's canonical
+# path -> bytes): a larger declared Content-Length is refused before the body is read.
+# Routes not named here stream their bodies (file uploads) and bound them themselves.
+BODY_LIMITS_KEY = web.AppKey("body_limits", dict[str, int])
 
 # OS errors a caller's input causes (a name over NAME_MAX, a symlink loop, an
 # environment over ARG_MAX): the client's mistake, so never ``internal``.
@@ -110,8 +126,47 @@ _CLIENT_ERRNOS = {
 }
 
 
+def body_limit(request: web.Request) -> int | None:
+    """The largest body ``request``'s route reads whole, or None for a route that streams
+    its body (a file upload bounded by the disk, not by memory)."""
+    resource = request.match_info.route.resource
+    return None if resource is None else request.app[BODY_LIMITS_KEY].get(resource.canonical)
+
+
+def refuse_declared_oversize(request: web.Request) -> None:
+    """413 before reading a byte of a body whose declared size is over the route's limit.
+
+    aiohttp only counts bytes as they arrive, so a client declaring 100 GB held a
+    handler (and its connection) until the body timeout. The answer closes the
+    connection: the rest of that body is never wanted.
+    """
+    declared = request.content_length
+    limit = body_limit(request) if declared is not None else None
+    if declared is not None and limit is not None and declared > limit:
+        raise TooLarge(
+            f"the request declares a {declared}-byte body, over this route's limit of {limit} "
+            "bytes; split the change into smaller calls",
+            {"declared": declared, "limit": limit},
+        )
+
+
+async def answer_and_close(request: web.Request, resp: web.Response) -> web.Response:
+    """Send ``resp`` now and close the connection, without aiohttp's lingering read of the
+    unread body (up to 10 s of a slot held for bytes nobody wants)."""
+    resp.force_close()
+    await resp.prepare(request)
+    await resp.write_eof()
+    if request.protocol is not None:
+        request.protocol.force_close()  # the transport flushes the answer, then closes
+    return resp
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        refuse_declared_oversize(request)
+    except TooLarge as exc:
+        return await answer_and_close(request, error_response(exc))
     try:
         return await handler(request)
     except AirlockError as exc:
@@ -228,7 +283,7 @@ async def call_tool(request: web.Request) -> web.Response:
             "object (Content-Type: application/json)"
         )
     raw = await _read_body(request) if request.can_read_body else b""
-    body: Any = await read_json_body(raw, ws.io.run)
+    body: Any = await read_json_body(raw, run_cpu)
     started = time.monotonic()
     state.metrics.in_flight += 1
     outcome = "ok"
@@ -249,12 +304,12 @@ async def call_tool(request: web.Request) -> web.Response:
         state.metrics.observe(name, outcome, time.monotonic() - started)
     # The serializer's bytes go straight to the wire (model_dump_json would decode them to str).
     # A page of file_read is bounded and hot; anything else may be megabytes (diffs, exec
-    # output, images) and is serialised on a worker thread so the loop stays free.
+    # output, images) and is serialised on the shared CPU pool so the loop stays free.
     serialize = result.__pydantic_serializer__.to_json
     if isinstance(result, TextFile):
         data = serialize(result)
     else:
-        data = await ws.io.run(lambda: serialize(result))
+        data = await run_cpu(lambda: serialize(result))
     return web.Response(body=data, content_type="application/json")
 
 
@@ -309,6 +364,10 @@ def build_app(
     app[STATE_KEY] = state if state is not None else ServerState(token_file)
     app[REQUIRE_TOKEN_KEY] = require_token
     app[BODY_TIMEOUT_KEY] = body_timeout_s
+    app[BODY_LIMITS_KEY] = {
+        "/v1/tools/{name}": max_body_bytes,
+        "/v1/exec/stream": max_body_bytes,
+    }
     app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/tools", list_tools)
     app.router.add_post("/v1/tools/{name}", call_tool)

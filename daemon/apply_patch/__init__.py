@@ -25,6 +25,7 @@ from airlock.daemon.apply_patch.planner import plan_changes as _plan_changes
 from airlock.daemon.context import ToolContext
 from airlock.daemon.errors import InvalidRequest, NotFound
 from airlock.daemon.fsio import CommitFailed
+from airlock.daemon.offload import run_cpu
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import AppliedFile, ApplyPatchInput, ApplyPatchOutput
 from airlock.daemon.tools.editing import editing, finish_even_if_cancelled
@@ -91,7 +92,7 @@ async def apply_patch(ctx: ToolContext, req: ApplyPatchInput) -> ApplyPatchOutpu
         editing(ctx, touched, diagnostics=req.diagnostics) as tracker,
     ):
         try:
-            changes = await asyncio.to_thread(_plan_changes, ctx, resolved_ops)
+            changes = await run_cpu(lambda: _plan_changes(ctx, resolved_ops))
             writes = [w for change in changes for w in change.writes]
             await tracker.before_write()
             tracker.expect(writes)

@@ -11,6 +11,7 @@ raises and never fails an edit.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import time
 from collections import OrderedDict
@@ -218,7 +219,7 @@ class DiagnosticsService:
                 _drop_checker_parse_errors(results)
         except Exception as exc:
             for result in results.values():
-                skip(result, f"internal error: {exc!r}", [])
+                skip(result, _reason(exc), [])
         finally:
             for job in jobs:
                 job.cancel()  # only unfinished ones (an unexpected error, or our cancellation)
@@ -561,6 +562,12 @@ def _reason(exc: BaseException) -> str:
         return f"timeout: {exc}"
     if isinstance(exc, (CheckUnavailable, WorkerGone)):
         return str(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        # A tree deeper than PATH_MAX: git and the type checkers take path strings.
+        return (
+            "a path is longer than the system's path limit, so this check could not run on "
+            "it; check a file in a shallower folder"
+        )
     return f"internal error: {exc!r}"
 
 

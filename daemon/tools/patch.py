@@ -29,6 +29,7 @@ from airlock.daemon.matching import (
     indent_shift,
     trim_blank_edges,
 )
+from airlock.daemon.offload import run_cpu
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import (
     FileDiffPreviewInput,
@@ -237,7 +238,8 @@ def plan_edits(
 async def plan_in_thread(
     ctx: ToolContext, edits: list[PatchEdit], granted: list[str], *, editing: bool = True
 ) -> list[FilePlan]:
-    return await asyncio.to_thread(plan_edits, ctx, edits, granted, editing=editing)
+    """Reading and matching every edit, on the shared CPU pool (matching is the heavy part)."""
+    return await run_cpu(lambda: plan_edits(ctx, edits, granted, editing=editing))
 
 
 # ---------------------------------------------------------------- the tools
@@ -253,13 +255,15 @@ async def file_patch(ctx: ToolContext, req: FilePatchInput) -> FilePatchOutput:
                 "retry. Nothing was written.",
                 {"path": resolved.display, "sha256": sha256_hex(plan.original)},
             )
-        result = await asyncio.to_thread(
-            replace_in_text,
-            plan.text,
-            req.old_string,
-            req.new_string,
-            replace_all=req.replace_all,
-            display=resolved.display,
+        text = plan.text
+        result = await run_cpu(
+            lambda: replace_in_text(
+                text,
+                req.old_string,
+                req.new_string,
+                replace_all=req.replace_all,
+                display=resolved.display,
+            )
         )
         plan.text = result.text
         new_bytes = plan.new_bytes

@@ -18,7 +18,8 @@ ERRORS = {
     "invalid_request": 400, "unauthorized": 401, "forbidden": 403, "path_escape": 403,
     "generated_file": 403, "read_only": 403, "not_found": 404, "unknown_tool": 404, "is_directory": 400,
     "binary_file": 415, "too_large": 413, "patch_parse_error": 400, "hunk_not_found": 409,
-    "ambiguous_match": 409, "stale_write": 409, "conflict": 409, "timeout": 504, "internal": 500,
+    "ambiguous_match": 409, "stale_write": 409, "conflict": 409, "timeout": 504, "no_space": 507,
+    "internal": 500,
 }  # fmt: skip
 
 INPUT_DEFAULTS: dict[str, dict[str, Any]] = {

@@ -1,9 +1,11 @@
 """A directory swapped for a symlink *between* two writes of one patch.
 
-The first write has landed inside; the second is refused by the confinement
-layer; the first cannot be rolled back through the swapped directory either
-(that would follow the link). The answer is the caller's race, ``conflict``,
-saying exactly what landed and was not undone; nothing outside is touched.
+Every target's directory is opened through the resolver while the new
+contents are staged, before the first rename, and every rename goes through
+those descriptors. A swap after the first rename therefore cannot send the
+second one anywhere: it lands in the same (now moved) directory, inside the
+workspace, and nothing outside is touched. A swap while staging is refused
+by the confinement layer before anything was replaced.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch
 
 
-async def test_swap_between_two_writes_is_a_conflict_not_internal(
+async def test_swap_between_two_renames_cannot_redirect_the_second(
     apply: Apply, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     outside = tmp_path / "outside"
@@ -28,38 +30,64 @@ async def test_swap_between_two_writes_is_a_conflict_not_internal(
     (ws / "sub").mkdir()
     (ws / "sub" / "a.txt").write_text("a\n")
     (ws / "sub" / "b.txt").write_text("b\n")
-    real_apply_one = committer.apply_one
+    real_install = committer.install
     calls = 0
 
-    def apply_then_swap(*args: Any, **kwargs: Any) -> Any:
+    def install_then_swap(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
-        result = real_apply_one(*args, **kwargs)
+        result = real_install(*args, **kwargs)
         calls += 1
-        if calls == 1:  # the hostile process wins the race right after the first write
+        if calls == 1:  # the hostile process wins the race right after the first rename
             os.rename(ws / "sub", ws / "moved")
             os.symlink(outside, ws / "sub")
         return result
 
-    monkeypatch.setattr(committer, "apply_one", apply_then_swap)
+    monkeypatch.setattr(committer, "install", install_then_swap)
+    await apply(_two_updates(), diagnostics=False)
+    assert list(outside.iterdir()) == []  # nothing went through the link
+    assert (ws / "moved" / "a.txt").read_text() == "A\n"
+    assert (ws / "moved" / "b.txt").read_text() == "B\n"
+    assert sorted(p.name for p in (ws / "moved").iterdir()) == ["a.txt", "b.txt"]
+
+
+async def test_swap_while_staging_writes_nothing(
+    apply: Apply, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "sub").mkdir()
+    (ws / "sub" / "a.txt").write_text("a\n")
+    (ws / "sub" / "b.txt").write_text("b\n")
+    real_stage = committer.stage
+    calls = 0
+
+    def stage_then_swap(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        result = real_stage(*args, **kwargs)
+        calls += 1
+        if calls == 1:  # the swap lands between staging the first and the second file
+            os.rename(ws / "sub", ws / "moved")
+            os.symlink(outside, ws / "sub")
+        return result
+
+    monkeypatch.setattr(committer, "stage", stage_then_swap)
     with pytest.raises(AirlockError) as info:
-        await apply(
-            patch(
-                "*** Update File: sub/a.txt",
-                "@@",
-                "-a",
-                "+A",
-                "*** Update File: sub/b.txt",
-                "@@",
-                "-b",
-                "+B",
-            ),
-            diagnostics=False,
-        )
-    err = info.value
-    assert err.code == "conflict", err.message
-    assert err.details["failed"] == "sub/b.txt"
-    assert err.details["not_rolled_back"] == ["sub/a.txt"]
-    assert "nothing was rolled back" in err.message and "try again" in err.message
-    assert list(outside.iterdir()) == []  # neither the write nor the rollback went outside
-    assert (ws / "moved" / "a.txt").read_text() == "A\n"  # landed before the swap
+        await apply(_two_updates(), diagnostics=False)
+    assert info.value.code == "path_escape", info.value.message
+    assert list(outside.iterdir()) == []
+    assert (ws / "moved" / "a.txt").read_text() == "a\n"  # staged, never installed
     assert (ws / "moved" / "b.txt").read_text() == "b\n"
+    assert sorted(p.name for p in (ws / "moved").iterdir()) == ["a.txt", "b.txt"]
+
+
+def _two_updates() -> str:
+    return patch(
+        "*** Update File: sub/a.txt",
+        "@@",
+        "-a",
+        "+A",
+        "*** Update File: sub/b.txt",
+        "@@",
+        "-b",
+        "+B",
+    )
