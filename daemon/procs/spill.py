@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from airlock.daemon.rights import as_daemon
+
 DEFAULT_PER_EXEC_CAP = 256 * 1024 * 1024
 DEFAULT_QUOTA = 1024 * 1024 * 1024
 _QUOTA_CHECK_BYTES = 8 * 1024 * 1024
@@ -45,8 +47,13 @@ class SpillStore:
     def make_room(self, need: int) -> None:
         """Delete the oldest finished spill files until ``need`` more bytes fit the quota.
 
-        Blocking (lists the directory): run it in a worker thread.
+        Blocking (lists the directory): run it in a worker thread. The artifacts dir
+        is the daemon's own, so this runs with the daemon's rights (daemon/rights.py).
         """
+        with as_daemon():
+            self._make_room(need)
+
+    def _make_room(self, need: int) -> None:
         try:
             entries = [e for e in os.scandir(self.directory) if e.name.startswith(SPILL_PREFIX)]
         except FileNotFoundError:
@@ -158,11 +165,12 @@ class CappedStream:
             self.store.make_room(0)
 
     def _open_spill(self) -> BinaryIO:
-        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.store is not None:
-            self.store.writing.add(self.spill_path)
-            self.store.make_room(min(self.budget.remaining, _QUOTA_CHECK_BYTES))
-        return open(self.spill_path, "wb")
+        with as_daemon():  # the artifacts dir is the daemon's own (daemon/rights.py)
+            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+            if self.store is not None:
+                self.store.writing.add(self.spill_path)
+                self.store.make_room(min(self.budget.remaining, _QUOTA_CHECK_BYTES))
+            return open(self.spill_path, "wb")
 
     async def aclose(self) -> None:
         if self._spill is not None:
