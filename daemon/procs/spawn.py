@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
+from airlock.daemon.errors import InvalidRequest, NotFound
 from airlock.daemon.identity import spawn_kwargs
+from airlock.daemon.paths import ResolvedPath
+from airlock.daemon.procs.cwd import check_cwd, opened_cwd
 from airlock.daemon.procs.tree import MARKER_VAR
 
 
@@ -28,6 +31,8 @@ class SpawnPlan:
     cwd: Path
     env: dict[str, str]
     tree_id: str
+    # The resolved cwd: the child enters it from a descriptor (airlock.daemon.procs.cwd).
+    where: ResolvedPath
 
 
 def check_env(env: Mapping[str, str]) -> None:
@@ -59,31 +64,31 @@ def plan_spawn(
         raise InvalidRequest("argv contains a NUL byte; remove it", {})
     check_env(env)
     where = ctx.resolve(cwd, intent="read", granted=granted)
-    if not where.real.exists():
-        raise NotFound(f"working directory {where.display} does not exist", {"cwd": where.display})
-    if not where.real.is_dir():
-        raise IsDirectory(
-            f"cwd {where.display} is a file; pass a directory", {"cwd": where.display}
-        )
+    check_cwd(ctx.roots, where)
     user = ctx.config.exec_user
     full_env = {**os.environ, **(user.env() if user is not None else {}), **env}
     full_env[MARKER_VAR] = tree_id
-    return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id)
+    return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id, where=where)
 
 
 async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.subprocess.Process:
-    """Start the plan in its own session with piped output; map OS errors to envelopes."""
+    """Start the plan in its own session with piped output; map OS errors to envelopes.
+
+    No ``cwd=``: the child enters the directory the resolver opened, after the user
+    switch, and checks where it landed (airlock.daemon.procs.cwd).
+    """
     try:
-        return await asyncio.create_subprocess_exec(
-            *plan.argv,
-            cwd=plan.cwd,
-            env=plan.env,
-            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            **spawn_kwargs(ctx.config.exec_user),
-        )
+        with opened_cwd(ctx.roots, plan.where) as enter:
+            return await asyncio.create_subprocess_exec(
+                *plan.argv,
+                preexec_fn=enter,
+                env=plan.env,
+                stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                **spawn_kwargs(ctx.config.exec_user),
+            )
     except FileNotFoundError:
         raise NotFound(
             f"program {plan.argv[0]!r} was not found; give its full path or check that it is "
@@ -100,6 +105,15 @@ async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.su
         raise InvalidRequest(
             f"program {plan.argv[0]!r} is not executable (or its user may not run it)",
             {"argv0": plan.argv[0]},
+        ) from None
+    except subprocess.SubprocessError:
+        # The only code run in the child before exec is EnterDir: fchdir as the command's
+        # user, then the landing check.
+        raise InvalidRequest(
+            f"the command's user cannot enter the working directory {plan.where.display} (or "
+            "it changed while the command started); give it access (chmod) or choose another "
+            "cwd",
+            {"cwd": plan.where.display},
         ) from None
     except (OSError, ValueError) as exc:
         raise InvalidRequest(
