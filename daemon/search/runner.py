@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from airlock.daemon.identity import ExecUser, spawn_kwargs
 from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, STDERR_CAP
 from airlock.daemon.search.stall import watch_for_pipe_stall
 
@@ -74,12 +75,17 @@ async def run_engine(
     deadline: float,
     cap: int = ENGINE_OUTPUT_CAP,
     env: Mapping[str, str] | None = None,
+    user: ExecUser | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> RunOutcome:
     """Run ``argv`` feeding stdout to ``parser`` until EOF, enough rows, ``cap`` or ``deadline``.
 
     ``deadline`` is a ``loop.time()`` instant shared by every phase of one search.
+    ``user``: the exec user the engine runs as (it reads what the agent could read,
+    nothing more); ``pass_fds``: descriptors the engine reads by number (recount).
     """
     loop = asyncio.get_running_loop()
+    who = {**_group_kwargs(), **spawn_kwargs(user)}
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
@@ -87,7 +93,8 @@ async def run_engine(
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        **_group_kwargs(),
+        pass_fds=tuple(pass_fds),
+        **who,
     )
     _limit_memory(proc.pid)
     stderr = bytearray()
