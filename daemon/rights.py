@@ -29,6 +29,11 @@ Default-deny, and few exceptions:
   its own: the token file (SIGHUP), the state dir (journals), the artifacts dir
   (spills) and its socket. ``grep as_daemon`` lists them all.
 
+Imports are the daemon's own business too: a module first imported while
+serving (a lazy import) may live where the exec user cannot read (an
+interpreter under ``/root``, a checkout under a 0700 directory), so
+:class:`_ImportAsDaemon` finds and loads modules with the daemon's identity.
+
 Without ``--exec-user``, or when airlockd is not root, nothing changes and
 every function here is a no-op.
 """
@@ -37,11 +42,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.abc
 import os
 import platform
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
 
 from airlock.daemon.identity import ExecUser
 
@@ -89,6 +99,55 @@ def _switch(to: Identity) -> None:
         raise RightsError(f"the thread's filesystem identity is not uid {to.uid}/gid {to.gid}")
 
 
+class _Lifted:
+    """A module loader whose reads (and module code) run with the daemon's identity."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> Any:
+        with as_daemon():
+            return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        with as_daemon():
+            self._loader.exec_module(module)
+
+    def get_data(self, path: str) -> bytes:
+        with as_daemon():
+            data: bytes = self._loader.get_data(path)
+            return data
+
+
+class _ImportAsDaemon(importlib.abc.MetaPathFinder):
+    """First on ``sys.meta_path``: asks the other finders with the daemon's identity."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if _exec is None:
+            return None
+        with as_daemon():
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec: ModuleSpec | None = find(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _Lifted(spec.loader)  # type: ignore[assignment]
+        return spec
+
+
+_IMPORTS = _ImportAsDaemon()
+
+
 def configure(user: ExecUser | None) -> bool:
     """Record the exec user; True when threads will switch (root with a separate user)."""
     global _exec, _daemon
@@ -97,6 +156,8 @@ def configure(user: ExecUser | None) -> bool:
         return False
     _exec = Identity(user.uid, user.gid, tuple(user.groups))
     _daemon = Identity(os.geteuid(), os.getegid(), tuple(os.getgroups()))
+    if _IMPORTS not in sys.meta_path:
+        sys.meta_path.insert(0, _IMPORTS)
     return True
 
 
