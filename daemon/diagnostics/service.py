@@ -72,11 +72,13 @@ class DiagnosticsService:
         """Read-scope checkers: only trusted programs, and still as the exec user, so a
         checker reads nothing for the agent that the agent could not read itself (a
         workspace module symlinked to a root-only file stays unreadable)."""
-        # git and the diagnostics worker read what the workspace holds: as the exec user.
+        # git reads the repository the agent controls: as the exec user.
         self.git = git_diff.GitDiffCheck(self.read_scope)
         self.edit_checks: list[CheckName] = list(edit_checks)
         """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
-        self.worker = WorkerClient(run_as=self.read_scope)
+        # The worker is sent bytes over a pipe and opens nothing (docs/daemon.md, "Acting
+        # as the exec user"): it stays the daemon's, so it runs wherever its interpreter is.
+        self.worker = WorkerClient()
         self.checkers = types.Checkers()
         self.generation = 0
         """Counts finished edits; remembered type results are valid within one generation."""

@@ -257,7 +257,7 @@ async def search_grep(
         parser.set_batch(batch)
         outcome = await run_engine(
             grep_argv(engine, query, batch),
-            cwd=Path(f"/proc/{os.getpid()}/fd/{root_fd}") if root_fd is not None else root,
+            cwd=Path(f"/proc/self/fd/{root_fd}") if root_fd is not None else root,
             parser=parser,
             deadline=deadline,
             cap=ENGINE_OUTPUT_CAP - read,

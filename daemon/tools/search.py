@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import stat
 from pathlib import Path
 
@@ -67,8 +66,10 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
     with ctx.roots.root_dir(root) as root_fd:
         # The engine starts in the root the resolver holds open (its /proc fd link names
         # that very directory, whatever was renamed meanwhile), and its rows are then
-        # checked through the resolver: see airlock.daemon.search.verify.
-        cwd = Path(f"/proc/{os.getpid()}/fd/{root_fd}")
+        # checked through the resolver: see airlock.daemon.search.verify. "self": the
+        # child inherits the fd and changes directory before exec; the daemon's own
+        # /proc entry is not the exec user's to enter.
+        cwd = Path(f"/proc/self/fd/{root_fd}")
         if engine.engine == "rg":
             result = await search_rg(
                 engine.path,
