@@ -28,6 +28,7 @@ from pathlib import Path
 from airlock.daemon.errors import (
     AirlockError,
     Conflict,
+    Forbidden,
     Internal,
     NotFound,
     ReadOnly,
@@ -335,11 +336,13 @@ class CommitFailed(Exception):
 
         A write refused by the confinement layer (a directory swapped for a
         symlink or a file after planning) means the workspace changed under the
-        call: ``conflict``, retry. Anything else (disk full, EFBIG, EIO) is the
-        machine's failure: ``internal``.
+        call: ``conflict``, retry. A permission the exec user lacks (the tools
+        act with its rights) is ``forbidden``. Anything else (disk full, EFBIG,
+        EIO) is the machine's failure: ``internal``.
         """
         raced = isinstance(self.cause, AirlockError)
-        error = Conflict if raced else Internal
+        denied = isinstance(self.cause, PermissionError)
+        error = Conflict if raced else Forbidden if denied else Internal
         return error(
             f"writing {self.failed.display} failed ({self.cause}); "
             + (
@@ -356,6 +359,9 @@ class CommitFailed(Exception):
             + (
                 "Something changed these paths while the call ran; re-read them and try again."
                 if raced
+                else "The sandbox's user may not write there; fix the permissions with exec "
+                "(ls -l, chmod) or write elsewhere."
+                if denied
                 else "Fix the cause (permissions, disk space) and try again."
             ),
             {
