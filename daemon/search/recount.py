@@ -7,14 +7,17 @@ line comparison cannot skip, but these modes carry no line to compare) would
 still answer with the outside file's count: a one-bit-per-call oracle. So every
 file the engine named is opened through the race-free resolver (as the exec
 user, never blocking: a FIFO or a file under a lease is refused at once), and
-the engine runs a second time on exactly those descriptors: they are passed
-into the child and named by number, relative to the child's ``/proc/self/fd``
-(reopening an ``fd`` entry reaches the very inode the resolver opened, whatever
-any name means by then). Only that second run's counts are answered.
+each is counted again on exactly that descriptor: a case-sensitive literal (the
+common case: ``fixed_strings``, or a pattern without regex metacharacters) right
+here, by counting the lines that hold its bytes; anything else by the engine, run
+a second time on those descriptors, passed into the child and named by number
+relative to the child's ``/proc/self/fd`` (reopening an ``fd`` entry reaches the
+very inode the resolver opened, whatever any name means by then). Only these
+counts are answered.
 
 A file the engine named that the resolver will not open is left out, and said
-so in a note. The second run reads only files that already matched, so it is
-cheap next to the walk (one more engine start per 200 files).
+so in a note. The recount reads only files that already matched, so it is
+cheap next to the walk (for a regex, one more engine start per 200 files).
 """
 
 from __future__ import annotations
@@ -47,8 +50,54 @@ class Recounted:
     skipped: int = 0
 
 
-def open_batch(roots: Roots, root: Path, paths: Sequence[str]) -> dict[str, int]:
-    """path -> an fd the resolver opened (regular files only, non-blocking; blocking call)."""
+_CHUNK = 1 << 20
+
+
+def literal_needle(query: Query) -> bytes | None:
+    """The bytes to count without the engine: a case-sensitive literal on one line.
+
+    Such a pattern matches exactly the lines holding its UTF-8 bytes, in rg and
+    grep alike; anything else (a regex, case folding, which is Unicode-wide in rg)
+    is left to the engine.
+    """
+    if not query.fixed or query.case_insensitive or not query.pattern:
+        return None
+    needle = query.pattern.encode("utf-8", errors="surrogateescape")
+    return None if b"\n" in needle or b"\r" in needle else needle
+
+
+def count_lines_with(fd: int, needle: bytes) -> int | None:
+    """How many lines of the open file hold ``needle``; None for a file with a NUL byte
+    (binary: the engine's own rules decide), read in 1 MiB chunks."""
+    count = 0
+    carry = b""
+    while True:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        if b"\0" in chunk:
+            return None
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        whole, carry = data[:cut], data[cut:]
+        pos = whole.find(needle)
+        while pos >= 0:
+            count += 1
+            pos = whole.find(needle, whole.index(b"\n", pos) + 1)
+    if needle in carry:
+        count += 1
+    return count
+
+
+def open_batch(
+    roots: Roots, root: Path, paths: Sequence[str], needle: bytes | None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(path -> count done here, path -> an fd the resolver opened, for the engine).
+
+    Every file is opened by the resolver (regular files only, non-blocking). A
+    literal is counted right here on that fd; the engine gets the rest. Blocking.
+    """
+    counted: dict[str, int] = {}
     fds: dict[str, int] = {}
     for path in paths:
         try:
@@ -56,8 +105,20 @@ def open_batch(roots: Roots, root: Path, paths: Sequence[str]) -> dict[str, int]
             fd, _st = roots.open_file(resolved)
         except (AirlockError, OSError):
             continue
+        n = None
+        if needle is not None:
+            try:
+                n = count_lines_with(fd, needle)
+            except OSError:
+                os.close(fd)
+                continue
+            if n is not None:
+                os.close(fd)
+                counted[path] = n
+                continue
+            os.lseek(fd, 0, os.SEEK_SET)
         fds[path] = fd
-    return fds
+    return counted, fds
 
 
 def _close_all(fds: dict[str, int]) -> None:
@@ -102,10 +163,12 @@ async def recount(
     paths = list(dict.fromkeys(h.path for h in rows))
     counts: dict[str, int] = {}
     skipped = 0
+    needle = literal_needle(query)
     for start in range(0, len(paths), BATCH):
         batch = paths[start : start + BATCH]
-        fds = await asyncio.to_thread(open_batch, roots, root, batch)
-        skipped += len(batch) - len(fds)
+        counted, fds = await asyncio.to_thread(open_batch, roots, root, batch, needle)
+        skipped += len(batch) - len(fds) - len(counted)
+        counts.update({path: n for path, n in counted.items() if n})
         if not fds:
             continue
         try:
