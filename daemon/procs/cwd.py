@@ -31,8 +31,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
 from airlock.daemon.paths import ResolvedPath, Roots
@@ -55,6 +56,24 @@ class EnterDir:
         here = os.stat(".")
         if here.st_dev != self.dev or here.st_ino != self.ino:
             raise LandedElsewhere("the working directory is not the one that was resolved")
+
+    def popen_kwargs(self, base: dict[str, Any]) -> dict[str, Any]:
+        """``base`` with this step as ``preexec_fn``, after any step ``base`` already has
+        (another child step, e.g. cgroup placement, keeps running first)."""
+        kwargs = dict(base)
+        first = kwargs.get("preexec_fn")
+        kwargs["preexec_fn"] = self if first is None else _Both(first, self)
+        return kwargs
+
+
+@dataclass(frozen=True)
+class _Both:
+    first: Callable[[], object]
+    then: Callable[[], object]
+
+    def __call__(self) -> None:
+        self.first()
+        self.then()
 
 
 def _not_a_dir(where: ResolvedPath) -> IsDirectory:

@@ -77,17 +77,17 @@ async def spawn(ctx: ToolContext, plan: SpawnPlan, *, stdin: bool) -> asyncio.su
     No ``cwd=``: the child enters the directory the resolver opened, after the user
     switch, and checks where it landed (airlock.daemon.procs.cwd).
     """
+    user_kwargs = spawn_kwargs(ctx.config.exec_user)
     try:
         with opened_cwd(ctx.roots, plan.where) as enter:
             return await asyncio.create_subprocess_exec(
                 *plan.argv,
-                preexec_fn=enter,
                 env=plan.env,
                 stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
-                **spawn_kwargs(ctx.config.exec_user),
+                **enter.popen_kwargs(user_kwargs),
             )
     except FileNotFoundError:
         raise NotFound(
