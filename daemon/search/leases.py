@@ -28,14 +28,21 @@ _LOCKS = "/proc/locks"
 _GLOB_META = frozenset("*?[]{}\\!")
 
 
-def _leases() -> list[tuple[int, int, int, int]]:
-    """(pid, major, minor, inode) of every lease on the system (usually none)."""
+Lease = tuple[int, int, int, int]
+
+
+def current_leases() -> list[Lease]:
+    """(pid, major, minor, inode) of every lease on the system (usually none).
+
+    ``/proc/locks`` is generated from kernel memory and never blocks, so this
+    may run on the event loop; only when leases exist is there more to do.
+    """
     try:
         with open(_LOCKS, encoding="ascii", errors="replace") as f:
             text = f.read()
     except OSError:
         return []
-    out: list[tuple[int, int, int, int]] = []
+    out: list[Lease] = []
     for line in text.splitlines():
         fields = line.split()
         if "LEASE" not in fields and "DELEG" not in fields:
@@ -49,12 +56,12 @@ def _leases() -> list[tuple[int, int, int, int]]:
     return out
 
 
-def leased_under(root: Path, rel: str) -> list[str]:
-    """Paths (relative to ``root``) of leased regular files under ``root/rel``."""
+def leased_under(root: Path, rel: str, leases: list[Lease]) -> list[str]:
+    """Paths (relative to ``root``) of the ``leases``' files under ``root/rel`` (blocking)."""
     found: list[str] = []
     base = str(root / rel) if rel else str(root)
     prefix = base.rstrip("/") + "/"
-    for pid, major, minor, inode in _leases():
+    for pid, major, minor, inode in leases:
         fd_dir = f"/proc/{pid}/fd"
         try:
             names = os.listdir(fd_dir)

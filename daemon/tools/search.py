@@ -21,7 +21,7 @@ from airlock.daemon.protocol import FileSearchInput, FileSearchOutput
 from airlock.daemon.search.engine import INSTALL_HINT, resolve_engine
 from airlock.daemon.search.grep import search_grep
 from airlock.daemon.search.ignore import has_rules, star_ignored_dirs, why_ignored
-from airlock.daemon.search.leases import leased_under
+from airlock.daemon.search.leases import current_leases, leased_under
 from airlock.daemon.search.leases import note as leases_note
 from airlock.daemon.search.limits import has_regex_meta
 from airlock.daemon.search.query import Query, file_filters
@@ -53,7 +53,8 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
     root = target.root
     rel = target.relative.as_posix()
     rel = "" if rel == "." else rel
-    leased = await asyncio.to_thread(leased_under, root, rel)
+    leases = current_leases()
+    leased = await asyncio.to_thread(leased_under, root, rel, leases) if leases else []
     if leased:
         query = dataclasses.replace(query, exclude=tuple(leased))
     user = ctx.config.exec_user
