@@ -105,9 +105,7 @@ async def run(baseline: Path, rounds: int) -> None:
     tree = str(baseline.resolve())
     results: dict[str, list[dict[str, float]]] = {"this tree": [], "baseline": []}
     async with AsyncExitStack() as stack:
-        ours = await stack.enter_async_context(
-            running_daemon(ws, extra_args=["--exec-user", USER])
-        )
+        ours = await stack.enter_async_context(running_daemon(ws, extra_args=["--exec-user", USER]))
         theirs = await stack.enter_async_context(
             running_daemon(
                 ws,
@@ -132,9 +130,7 @@ async def run(baseline: Path, rounds: int) -> None:
         mine = [r[metric] for r in results["this tree"]]
         other = [r[metric] for r in results["baseline"]]
         ratio = statistics.median(a / b for a, b in zip(mine, other, strict=True))
-        rows.append(
-            (metric, statistics.median(other), statistics.median(mine), ratio)
-        )
+        rows.append((metric, statistics.median(other), statistics.median(mine), ratio))
     print(
         f"as root with --exec-user {USER}: {rounds} interleaved rounds, medians of per-round "
         f"medians (cpu count {os.cpu_count()}); baseline: {baseline}"
