@@ -37,11 +37,12 @@ def _wrap(bin_dir: Path, log: Path) -> None:
         beside = Path(sys.executable).parent / name  # the ripgrep wheel's rg is the newer
         real = str(beside) if beside.exists() else shutil.which(name)
         script = bin_dir / name
+        # One printf per run: concurrent runs (git twice at once) append whole records.
         script.write_text(
             "#!/bin/sh\n"
-            f'{{ echo "{name} $(id -u) $(id -g) $*"; '
-            "grep -E '^(Uid|Gid):' /proc/$$/status; echo .; } "
-            f">> {log}\n"
+            f'rec="{name} $(id -u) $(id -g) $*\n'
+            "$(grep -E '^(Uid|Gid):' /proc/$$/status)\"\n"
+            f"printf '%s\\n.\\n' \"$rec\" >> {log}\n"
             f'exec {real} "$@"\n'
         )
         script.chmod(0o755)
@@ -56,6 +57,8 @@ def _records(log: Path) -> list[tuple[str, str, str, list[str]]]:
         if not lines:
             continue
         head = lines[0].split(" ", 3)
+        if len(head) < 3:
+            raise AssertionError(f"a torn record in the wrappers' log: {block!r}")
         out.append((head[0], head[1], head[2], [*lines[1:], head[3] if len(head) > 3 else ""]))
     return out
 
