@@ -34,8 +34,9 @@ serving (a lazy import) may live where the exec user cannot read (an
 interpreter under ``/root``, a checkout under a 0700 directory), so
 :class:`_ImportAsDaemon` finds and loads modules with the daemon's identity.
 
-Without ``--exec-user``, or when airlockd is not root, nothing changes and
-every function here is a no-op.
+Without ``--exec-user``, or when airlockd can switch no user (neither root
+nor ``CAP_SETUID``/``CAP_SETGID``), nothing changes and every function here is
+a no-op.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from types import ModuleType
 from typing import Any
 
 from airlock.daemon.identity import ExecUser
+from airlock.daemon.privsep import can_switch_user
 
 _SYS_SETGROUPS = {"x86_64": 116, "aarch64": 159}
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -151,7 +153,7 @@ _IMPORTS = _ImportAsDaemon()
 def configure(user: ExecUser | None) -> bool:
     """Record the exec user; True when threads will switch (root with a separate user)."""
     global _exec, _daemon
-    if user is None or user.is_current or os.geteuid() != 0:
+    if user is None or user.is_current or not can_switch_user():
         _exec = _daemon = None
         return False
     _exec = Identity(user.uid, user.gid, tuple(user.groups))
