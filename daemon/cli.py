@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import grp
 import json
@@ -39,7 +40,7 @@ from airlock.client.cli_common import (
     setup_logging,
 )
 from airlock.client.tracing import setup_otel
-from airlock.daemon import privsep
+from airlock.daemon import privsep, rights
 from airlock.daemon.context import DaemonConfig
 from airlock.daemon.identity import ExecUser, ExecUserError
 from airlock.daemon.procs.contain import DEFAULT_MAX_PROCESSES, TRACKING_MODES, ContainmentError
@@ -363,6 +364,15 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         user=exec_user,
     )
     state = ServerState(args.token_file)
+    acting = rights.configure(exec_user)
+    loop = asyncio.get_running_loop()
+    # Every worker of the default executor takes the exec user's filesystem identity
+    # when it starts, whenever that is (journal recovery below already uses them).
+    loop.set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(
+            thread_name_prefix="airlockd-worker", initializer=rights.enter_exec_user
+        )
+    )
     workspace = Workspace(config)
     # Only the real daemon process adopts orphans (an embedding process, e.g. pytest, must not),
     # and only it contains commands (cgroups, OOM scores, RLIMIT_NPROC).
@@ -429,15 +439,24 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
             raise ConfigError(
                 f"--listen {args.listen}: cannot listen ({exc.strerror or exc})"
             ) from None
+    # From here on the loop thread, and every thread it starts, acts on the filesystem
+    # as the exec user; only rights.as_daemon() blocks lift that (see daemon/rights.py).
+    rights.enter_exec_user()
+    if acting:
+        log.info(
+            "workspace file operations run with the filesystem identity of %s (uid %d)",
+            exec_user.name if exec_user else "?",
+            rights.thread_fs_ids()[0],
+        )
     log.info("airlockd serving %s on %s", config.workspace, socket_path)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
 
     def reload() -> None:
         try:
-            state.reload_tokens()
+            with rights.as_daemon():  # the token file is the daemon's own
+                state.reload_tokens()
         except (OSError, ValueError) as exc:
             kept = len(state.tokens.entries) if state.tokens is not None else 0
             log.error("token file not reloaded, keeping the previous %d token(s): %s", kept, exc)
@@ -453,7 +472,7 @@ async def serve(args: argparse.Namespace, exec_user: ExecUser | None) -> int:
         except TimeoutError:
             log.error("workspace helpers did not stop within 5 s; exiting anyway")
         # aiohttp's UnixSite leaves the file behind; a clean stop removes it.
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError), rights.as_daemon():
             os.unlink(socket_path)
         SPANS.shutdown()  # --otel: the last spans leave before the process does
     return 0

@@ -29,6 +29,7 @@ from pathlib import Path
 from airlock.daemon.errors import (
     AirlockError,
     Conflict,
+    Forbidden,
     Internal,
     NoSpace,
     NotFound,
@@ -393,13 +394,15 @@ class CommitFailed(Exception):
 
         A write refused by the confinement layer (a directory swapped for a
         symlink or a file after planning) means the workspace changed under the
-        call: ``conflict``, retry. A full disk or quota is ``no_space``. Anything
-        else (EFBIG, EIO) is the machine's failure: ``internal``.
+        call: ``conflict``, retry. A full disk or quota is ``no_space``. A
+        permission the exec user lacks (the tools act with its rights) is
+        ``forbidden``. Anything else (EFBIG, EIO) is the machine's failure: ``internal``.
         """
         raced = isinstance(self.cause, AirlockError)
         errno_ = self.cause.errno if isinstance(self.cause, OSError) else None
         full = errno_ in NO_SPACE_ERRNOS
-        error = Conflict if raced else NoSpace if full else Internal
+        denied = isinstance(self.cause, PermissionError)
+        error = Conflict if raced else NoSpace if full else Forbidden if denied else Internal
         cause = f"the file system is full: {os.strerror(errno_ or 0)}" if full else str(self.cause)
         return error(
             f"writing {self.failed.display} failed ({cause}); "
@@ -419,6 +422,9 @@ class CommitFailed(Exception):
                 if raced
                 else "Free disk space (remove build outputs or caches with exec), then retry."
                 if full
+                else "The sandbox's user may not write there; fix the permissions with exec "
+                "(ls -l, chmod) or write elsewhere."
+                if denied
                 else "Fix the cause (permissions, disk space) and try again."
             ),
             {

@@ -26,6 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from airlock.daemon import rights
+
 T = TypeVar("T")
 
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any], "_Channel | None"]
@@ -181,6 +183,8 @@ class ThreadHop:
             self._idle.clear()
 
     def _work(self, job: _Job | None) -> None:
+        # Workspace I/O runs with the exec user's filesystem identity (daemon/rights.py).
+        rights.enter_exec_user()
         me = _Worker()
         while job is not None:
             loop, fut, fn, channel = job

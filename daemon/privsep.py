@@ -6,7 +6,9 @@ the next start) or the artifacts dir (exec spills the daemon hands back). So
 airlockd creates those directories itself, owned by its own user (state 0700,
 artifacts 0755), and refuses to start, with one line naming the path and the
 fix, when an existing one is owned by someone else, is writable by the exec
-user, or sits under a directory the exec user could rename it out of. The
+user, or sits under any ancestor directory through which the exec user could
+replace it (one they may write without sticky protection, or one they own);
+the token file gets the same ancestor check. The
 state dir may never lie inside a root (the workspace or an extra root): the
 file tools themselves could then plant a journal.
 
@@ -15,6 +17,7 @@ Every refusal is a :class:`StartupRefused`; the CLI prints it and exits 2.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import stat
@@ -103,13 +106,65 @@ def check_exec_user(user: ExecUser) -> None:
         )
 
 
+def _chain(path: Path) -> list[Path]:
+    """``/``, then every prefix of ``path``, ending with ``path`` itself."""
+    return [*reversed(path.parents), path]
+
+
+def replaceable_through(path: Path, user: ExecUser) -> tuple[Path, str] | None:
+    """An ancestor through which ``user`` could replace ``path``, and how; None if none.
+
+    Both the path as given (a symlink on the way is itself an entry its parent
+    holds) and its real path are walked. An ancestor lets the user replace the
+    entry below it when the user may write it (unless it is sticky and neither
+    it nor that entry is theirs, like ``/tmp``), or when the user owns it (an
+    owner can always ``chmod`` it writable first).
+    """
+    chains = [_chain(Path(os.path.abspath(path)))]
+    real = path.resolve()
+    if real != chains[0][-1]:
+        chains.append(_chain(real))
+    for chain in chains:
+        for parent, child in itertools.pairwise(chain):
+            try:
+                pst = os.stat(parent)
+            except OSError:
+                break  # nothing exists below a missing directory
+            try:
+                child_uid: int | None = os.lstat(child).st_uid
+            except OSError:
+                child_uid = None
+            sticky = bool(pst.st_mode & stat.S_ISVTX)
+            if writable_by(pst, user) and (
+                not sticky or pst.st_uid == user.uid or child_uid == user.uid
+            ):
+                return parent, "is writable by"
+            if pst.st_uid == user.uid:
+                return parent, "is owned by"
+    return None
+
+
+def refuse_replaceable(path: Path, flag: str, user: ExecUser) -> None:
+    found = replaceable_through(path, user)
+    if found is not None:
+        parent, how = found
+        raise StartupRefused(
+            f"{flag} {path}: its parent {parent} {how} --exec-user {user.name}, who could "
+            "swap it for their own; use a path whose every parent only airlockd's user can "
+            "write (root-owned, not writable by others, or sticky like /tmp)"
+        )
+
+
 def ensure_private_dir(path: Path, mode: int, flag: str, user: ExecUser | None) -> None:
     """Create ``path`` (owned by us, ``mode``) if missing; with an exec user, verify it is ours.
 
     Verified: a directory, owned by airlockd's user, not writable by the exec
-    user, and no ancestor that the exec user could rename it out of (one it
-    can write, unless sticky and owned by someone else, like ``/tmp``).
+    user, and no ancestor through which the exec user could replace it
+    (:func:`replaceable_through`); the ancestors are checked before anything is
+    created under them.
     """
+    if user is not None:
+        refuse_replaceable(path, flag, user)
     if not path.exists():
         path.mkdir(parents=True, mode=mode)
         os.chmod(path, mode)
@@ -128,23 +183,17 @@ def ensure_private_dir(path: Path, mode: int, flag: str, user: ExecUser | None) 
             f"{flag} {path} is writable by --exec-user {user.name}; make it "
             f"chmod {mode:o} (owned by airlockd's user)"
         )
-    for parent in path.resolve().parents:
-        pst = os.stat(parent)
-        sticky = bool(pst.st_mode & stat.S_ISVTX)
-        if writable_by(pst, user) and (not sticky or pst.st_uid == user.uid):
-            raise StartupRefused(
-                f"{flag} {path}: its parent {parent} is writable by --exec-user {user.name}, "
-                "who could swap the directory; use a parent only airlockd's user can write"
-            )
+    refuse_replaceable(path, flag, user)
 
 
 def check_token_file(token_file: Path, user: ExecUser) -> None:
     st = os.stat(token_file)
-    if readable_by(st, user):
+    if readable_by(st, user) or st.st_uid == user.uid:
         raise StartupRefused(
             f"--token-file {token_file} is readable by --exec-user {user.name}; make it "
             "chmod 600 and owned by airlockd's user"
         )
+    refuse_replaceable(token_file, "--token-file", user)
 
 
 def prepare(

@@ -55,6 +55,7 @@ from airlock.daemon.fsio import (
     write_at,
 )
 from airlock.daemon.paths import ResolvedPath, Roots
+from airlock.daemon.rights import as_daemon
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,18 @@ class Journal:
         created_dirs: Sequence[str],
         allowed_roots: Sequence[Path],
     ) -> Journal:
+        with as_daemon():  # the state dir is the daemon's own (daemon/rights.py)
+            return cls._begin(root, writes, created_dirs=created_dirs, allowed_roots=allowed_roots)
+
+    @classmethod
+    def _begin(
+        cls,
+        root: Path,
+        writes: Sequence[PlannedWrite],
+        *,
+        created_dirs: Sequence[str],
+        allowed_roots: Sequence[Path],
+    ) -> Journal:
         full = len(writes) > 1
         root.mkdir(parents=True, exist_ok=True)
         directory = root / f"{time.time_ns():x}-{secrets.token_hex(4)}"
@@ -188,6 +201,10 @@ class Journal:
 
     def close(self) -> None:
         """The commit point: the patch is done (or fully rolled back in-process)."""
+        with as_daemon():
+            self._close()
+
+    def _close(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.directory / MANIFEST)
         if self.full:
@@ -451,7 +468,16 @@ def recover_all(root: Path, roots: Roots) -> list[dict[str, str]]:
     Only real directories are looked at (a symlink planted there is skipped);
     a journal that cannot be verified is left in place and logged, and never
     keeps the daemon from starting.
+
+    It runs with the daemon's own rights (daemon/rights.py), before serving: the
+    journals live in the daemon's state dir, and every path they name is
+    re-resolved through the race-free resolver inside the running roots.
     """
+    with as_daemon():
+        return _recover_all(root, roots)
+
+
+def _recover_all(root: Path, roots: Roots) -> list[dict[str, str]]:
     try:
         st = os.stat(root, follow_symlinks=False)
     except OSError:

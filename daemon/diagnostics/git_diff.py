@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
-from airlock.daemon.diagnostics.procs import CheckUnavailable, run_bounded
+from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
 
 CHECK = "git-diff"
 
@@ -114,7 +114,7 @@ class IndexEntry:
 
 
 async def index_entries(
-    repo: Path, files: Iterable[Path], timeout_s: float
+    repo: Path, files: Iterable[Path], timeout_s: float, run_as: RunAs = READ_SCOPE
 ) -> dict[Path, IndexEntry]:
     """The stage-0 index entries of ``files`` (real paths) that are regular files."""
     rels = [str(f.relative_to(repo)) for f in files]
@@ -125,6 +125,7 @@ async def index_entries(
         cwd=repo,
         timeout_s=timeout_s,
         env=git_env(),
+        run_as=run_as,
     )
     if done.returncode != 0:
         raise CheckUnavailable(
@@ -142,9 +143,11 @@ async def index_entries(
     return out
 
 
-async def tracked_files(repo: Path, files: Iterable[Path], timeout_s: float) -> set[Path]:
+async def tracked_files(
+    repo: Path, files: Iterable[Path], timeout_s: float, run_as: RunAs = READ_SCOPE
+) -> set[Path]:
     """Which of ``files`` git tracks, as real paths."""
-    return set(await index_entries(repo, files, timeout_s))
+    return set(await index_entries(repo, files, timeout_s, run_as))
 
 
 class BlobCache:
@@ -153,7 +156,9 @@ class BlobCache:
     def __init__(self) -> None:
         self._blobs: OrderedDict[str, bytes] = OrderedDict()
 
-    async def get(self, repo: Path, blobs: Iterable[str], timeout_s: float) -> dict[str, bytes]:
+    async def get(
+        self, repo: Path, blobs: Iterable[str], timeout_s: float, run_as: RunAs = READ_SCOPE
+    ) -> dict[str, bytes]:
         wanted = list(dict.fromkeys(blobs))
         missing = [b for b in wanted if b not in self._blobs]
         if missing:
@@ -163,6 +168,7 @@ class BlobCache:
                 timeout_s=timeout_s,
                 env=git_env(),
                 stdin=("\n".join(missing) + "\n").encode(),
+                run_as=run_as,
             )
             if done.returncode != 0:
                 raise CheckUnavailable(
@@ -207,7 +213,7 @@ def _write_pairs(base: Path, pairs: Mapping[str, tuple[bytes, bytes]]) -> None:
 
 
 async def check_pairs(
-    pairs: Mapping[str, tuple[bytes, bytes]], timeout_s: float
+    pairs: Mapping[str, tuple[bytes, bytes]], timeout_s: float, run_as: RunAs = READ_SCOPE
 ) -> dict[str, list[Finding]]:
     """``git diff --check`` of (index bytes, work-tree bytes) per display name.
 
@@ -217,6 +223,9 @@ async def check_pairs(
     if not pairs:
         return {}
     base = Path(tempfile.mkdtemp(prefix="airlock-gitcheck-"))
+    user = run_as.user
+    if user is not None and os.geteuid() == 0 and not user.is_current:
+        os.chown(base, user.uid, user.gid)  # git runs as the exec user and reads it
     try:
         await asyncio.to_thread(_write_pairs, base, pairs)
         done = await run_bounded(
@@ -224,6 +233,7 @@ async def check_pairs(
             cwd=base,
             timeout_s=timeout_s,
             env={**git_env(home=str(base)), "GIT_CEILING_DIRECTORIES": str(base.parent)},
+            run_as=run_as,
         )
     finally:
         await asyncio.to_thread(shutil.rmtree, base, True)
@@ -248,7 +258,9 @@ class GitDiffCheck:
     costs one ``git diff`` per edit (plus one ``ls-files``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, run_as: RunAs = READ_SCOPE) -> None:
+        self.run_as = run_as
+        """Who git runs as: the exec user, so it reads only what the agent could."""
         self.blobs = BlobCache()
         self._results: OrderedDict[tuple[str, str, bytes], list[Finding]] = OrderedDict()
         self.git_runs = 0
@@ -272,7 +284,9 @@ class GitDiffCheck:
         if not wanted:
             return []
         worktree = await asyncio.to_thread(lambda: {r: read(r) for r in wanted})
-        blobs = await self.blobs.get(repo, (entries[r].blob for r in wanted), timeout_s)
+        blobs = await self.blobs.get(
+            repo, (entries[r].blob for r in wanted), timeout_s, self.run_as
+        )
         out: list[Finding] = []
         pairs: dict[str, tuple[bytes, bytes]] = {}
         keys: dict[str, tuple[str, str, bytes]] = {}
@@ -290,7 +304,7 @@ class GitDiffCheck:
                 keys[display] = key
         if pairs:
             self.git_runs += 1
-            fresh = await check_pairs(pairs, timeout_s)
+            fresh = await check_pairs(pairs, timeout_s, self.run_as)
             for display, found in fresh.items():
                 out.extend(found)
                 if display in keys:

@@ -73,9 +73,12 @@ class DiagnosticsService:
         """Read-scope checkers: only trusted programs, and still as the exec user, so a
         checker reads nothing for the agent that the agent could not read itself (a
         workspace module symlinked to a root-only file stays unreadable)."""
-        self.git = git_diff.GitDiffCheck()
+        # git reads the repository the agent controls: as the exec user.
+        self.git = git_diff.GitDiffCheck(self.read_scope)
         self.edit_checks: list[CheckName] = list(edit_checks)
         """The checks an editing tool's tracker runs (a deployment may drop ``types``)."""
+        # The worker is sent bytes over a pipe and opens nothing (docs/daemon.md, "Acting
+        # as the exec user"): it stays the daemon's, so it runs wherever its interpreter is.
         self.worker = WorkerClient()
         self.checkers = types.Checkers()
         self.generation = 0
@@ -236,7 +239,9 @@ class DiagnosticsService:
                 by_repo.setdefault(repo, []).append(real)
         for repo, members in by_repo.items():
             try:
-                tracked.update(await git_diff.index_entries(repo, members, self.timeout_s))
+                tracked.update(
+                    await git_diff.index_entries(repo, members, self.timeout_s, self.read_scope)
+                )
             except (CheckTimeout, CheckUnavailable) as exc:
                 skip(results["git-diff"], _reason(exc), [files[m] for m in members])
         return tracked

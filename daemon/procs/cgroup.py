@@ -21,6 +21,8 @@ import signal
 import time
 from pathlib import Path
 
+from airlock.daemon.rights import as_daemon_call
+
 _ROUNDS = 100
 
 
@@ -69,6 +71,7 @@ def cgroup_dir(cgroups: str, mountinfo: str) -> Path | None:
     return None
 
 
+@as_daemon_call
 def make_base() -> tuple[Path | None, str]:
     """Create the daemon's own subtree; (its path, "") or (None, why it cannot be used)."""
     own = own_cgroup_dir()
@@ -99,6 +102,7 @@ def _remove_stale(own: Path) -> None:
             remove_tree(entry)
 
 
+@as_daemon_call
 def remove_tree(path: Path) -> None:
     """rmdir a cgroup and its (empty) children; a populated one stays (rmdir refuses)."""
     with contextlib.suppress(OSError):
@@ -127,12 +131,14 @@ def populated(cell: Path) -> bool:
     return bool(pids(cell))
 
 
+@as_daemon_call
 def move(cell: Path, pid: int) -> None:
     """Put ``pid`` (and its threads) in ``cell``; raises OSError when the kernel refuses."""
     with open(cell / "cgroup.procs", "w") as handle:
         handle.write(str(pid))
 
 
+@as_daemon_call
 def kill(cell: Path, wait_s: float = 5.0) -> set[int]:
     """SIGKILL everything in ``cell`` and wait (bounded) until it is empty; the pids seen.
 

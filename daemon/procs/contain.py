@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airlock.daemon import rights
 from airlock.daemon.procs import cgroup
 
 log = logging.getLogger("airlockd")
@@ -70,6 +71,7 @@ def tag_range() -> range | None:
     return range(first, first + _TAG_SPAN)
 
 
+@rights.as_daemon_call
 def set_oom_score_adj(value: int, pid: int | str = "self") -> bool:
     try:
         with open(f"/proc/{pid}/oom_score_adj", "w") as handle:
@@ -141,7 +143,8 @@ class Containment:
         if self.mode == "cgroup" and self.base is not None:
             path = self.base / tree_id
             try:
-                path.mkdir()
+                with rights.as_daemon():
+                    path.mkdir()
                 made.path = path
             except OSError as exc:
                 log.warning("cgroup %s could not be made (%s); tracking it by tree", path, exc)

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping, Sequence
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
+from airlock.daemon.errors import InvalidRequest, NotFound
 from airlock.daemon.identity import spawn_kwargs
+from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.procs.contain import Cell
+from airlock.daemon.procs.cwd import check_cwd, opened_cwd, then
 from airlock.daemon.procs.pty import PtyPair, take_terminal
 from airlock.daemon.procs.tree import MARKER_VAR
 from airlock.daemon.tracing import trace_env
@@ -31,6 +34,8 @@ class SpawnPlan:
     cwd: Path
     env: dict[str, str]
     tree_id: str
+    # The resolved cwd: the child enters it from a descriptor (airlock.daemon.procs.cwd).
+    where: ResolvedPath
 
 
 def check_env(env: Mapping[str, str]) -> None:
@@ -62,16 +67,11 @@ def plan_spawn(
         raise InvalidRequest("argv contains a NUL byte; remove it", {})
     check_env(env)
     where = ctx.resolve(cwd, intent="read", granted=granted)
-    if not where.real.exists():
-        raise NotFound(f"working directory {where.display} does not exist", {"cwd": where.display})
-    if not where.real.is_dir():
-        raise IsDirectory(
-            f"cwd {where.display} is a file; pass a directory", {"cwd": where.display}
-        )
+    check_cwd(ctx.roots, where)
     user = ctx.config.exec_user
     full_env = {**os.environ, **(user.env() if user is not None else {}), **trace_env(), **env}
     full_env[MARKER_VAR] = tree_id
-    return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id)
+    return SpawnPlan(argv=list(argv), cwd=where.real, env=full_env, tree_id=tree_id, where=where)
 
 
 async def spawn(
@@ -93,23 +93,25 @@ async def spawn(
     if cell is not None:
         user_kwargs = cell.popen_kwargs(user_kwargs)
     if tty is not None:
-        user_kwargs["preexec_fn"] = _then(user_kwargs.get("preexec_fn"), take_terminal)
+        user_kwargs["preexec_fn"] = then(user_kwargs.get("preexec_fn"), take_terminal)
     stdin_: int = asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL
     stdout_: int = asyncio.subprocess.PIPE
     stderr_: int = asyncio.subprocess.PIPE
     if tty is not None:
         stdin_ = stdout_ = stderr_ = tty.slave
     try:
-        return await asyncio.create_subprocess_exec(
-            *plan.argv,
-            cwd=plan.cwd,
-            env=plan.env,
-            stdin=stdin_,
-            stdout=stdout_,
-            stderr=stderr_,
-            start_new_session=True,
-            **user_kwargs,
-        )
+        # No cwd=: the child enters the directory the resolver opened, after the user
+        # switch and the steps above, and checks where it landed (procs/cwd.py).
+        with opened_cwd(ctx.roots, plan.where) as enter:
+            return await asyncio.create_subprocess_exec(
+                *plan.argv,
+                env=plan.env,
+                stdin=stdin_,
+                stdout=stdout_,
+                stderr=stderr_,
+                start_new_session=True,
+                **enter.popen_kwargs(user_kwargs),
+            )
     except FileNotFoundError:
         raise NotFound(
             f"program {plan.argv[0]!r} was not found; give its full path or check that it is "
@@ -127,6 +129,15 @@ async def spawn(
             f"program {plan.argv[0]!r} is not executable (or its user may not run it)",
             {"argv0": plan.argv[0]},
         ) from None
+    except subprocess.SubprocessError:
+        # The only code run in the child before exec is EnterDir: fchdir as the command's
+        # user, then the landing check.
+        raise InvalidRequest(
+            f"the command's user cannot enter the working directory {plan.where.display} (or "
+            "it changed while the command started); give it access (chmod) or choose another "
+            "cwd",
+            {"cwd": plan.where.display},
+        ) from None
     except (OSError, ValueError) as exc:
         raise InvalidRequest(
             f"program {plan.argv[0]!r} could not be started: {exc}", {"argv0": plan.argv[0]}
@@ -134,15 +145,3 @@ async def spawn(
     finally:
         if cell is not None:
             cell.spawned()
-
-
-def _then(first: Callable[[], None] | None, second: Callable[[], None]) -> Callable[[], None]:
-    """One ``preexec_fn`` running ``first`` (if any), then ``second``, in the child."""
-    if first is None:
-        return second
-
-    def both() -> None:
-        first()
-        second()
-
-    return both

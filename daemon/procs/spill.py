@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from airlock.daemon.rights import as_daemon
+
 DEFAULT_PER_EXEC_CAP = 256 * 1024 * 1024
 DEFAULT_QUOTA = 1024 * 1024 * 1024
 _RESERVE_STEP = 1024 * 1024
@@ -85,7 +87,12 @@ class SpillStore:
             self._make_room(need)
 
     def _make_room(self, need: int) -> int:
-        """Under the lock: delete oldest finished spills until ``need`` fits; the room left."""
+        """Under the lock: delete oldest finished spills until ``need`` fits; the room left.
+        The artifacts dir is the daemon's own: its rights (daemon/rights.py)."""
+        with as_daemon():
+            return self._make_room_as_daemon(need)
+
+    def _make_room_as_daemon(self, need: int) -> int:
         try:
             entries = [e for e in os.scandir(self.directory) if e.name.startswith(SPILL_PREFIX)]
         except FileNotFoundError:
@@ -198,10 +205,11 @@ class CappedStream:
         await asyncio.to_thread(self._spill.write, data)
 
     def _open_spill(self) -> BinaryIO:
-        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.store is not None:
-            self.store.reserve(self.spill_path, 0)  # protected from the quota from now on
-        return open(self.spill_path, "wb")
+        with as_daemon():  # the artifacts dir is the daemon's own (daemon/rights.py)
+            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+            if self.store is not None:
+                self.store.reserve(self.spill_path, 0)  # protected from the quota from now on
+            return open(self.spill_path, "wb")
 
     async def aclose(self) -> None:
         if self._spill is not None:

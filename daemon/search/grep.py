@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airlock.daemon.errors import Timeout
+from airlock.daemon.identity import ExecUser
 from airlock.daemon.search.engine import SearchEngine
 from airlock.daemon.search.ignore import opened, stack_for
 from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, LINE_CAP, LINE_CUT_MARKER
@@ -191,6 +192,7 @@ def list_files(root: Path, rel: str, query: Query, root_fd: int | None = None) -
         return [rel] if rel else []
     keep_file, prune_dir = file_filters(query)
     ignore = None if query.include_ignored else stack_for(root, rel, root_fd)
+    excluded = set(query.exclude)
     return [
         entry.rel
         for entry in walk(
@@ -203,7 +205,7 @@ def list_files(root: Path, rel: str, query: Query, root_fd: int | None = None) -
             prune_dir=prune_dir,
             root_fd=root_fd,
         )
-        if entry.kind == "file"
+        if entry.kind == "file" and entry.rel not in excluded
     ]
 
 
@@ -231,6 +233,7 @@ async def search_grep(
     deadline: float,
     timeout_s: float,
     root_fd: int | None = None,
+    user: ExecUser | None = None,
 ) -> EngineResult:
     loop = asyncio.get_running_loop()
     try:
@@ -254,11 +257,12 @@ async def search_grep(
         parser.set_batch(batch)
         outcome = await run_engine(
             grep_argv(engine, query, batch),
-            cwd=Path(f"/proc/{os.getpid()}/fd/{root_fd}") if root_fd is not None else root,
+            cwd=Path(f"/proc/self/fd/{root_fd}") if root_fd is not None else root,
             parser=parser,
             deadline=deadline,
             cap=ENGINE_OUTPUT_CAP - read,
             env=env,
+            user=user,
         )
         read += outcome.bytes_read
         if outcome.timed_out:

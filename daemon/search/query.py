@@ -25,6 +25,8 @@ class Query:
     mode: Mode
     context: int
     include_ignored: bool
+    # Paths (relative to the root) never to open: files under a lease (search.leases).
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

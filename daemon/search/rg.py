@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from airlock.daemon.errors import InvalidRequest, Timeout
+from airlock.daemon.identity import ExecUser
+from airlock.daemon.search.leases import exclude_glob
 from airlock.daemon.search.limits import LINE_CAP, LINE_CUT_MARKER, cut_line
 from airlock.daemon.search.query import Query
 from airlock.daemon.search.rows import EngineResult, FileBlock, Hit, clean_path
@@ -44,8 +46,10 @@ def rg_argv(binary: str, query: Query, target: str, *, sort: bool) -> list[str]:
         argv.append("--fixed-strings")
     if query.glob:
         argv += ["--glob", query.glob]
-    # Last, so no user glob can bring .git back.
+    # Last, so no user glob can bring .git back (or a leased file, which would block rg).
     argv += ["--glob", "!.git"]
+    for path in query.exclude:
+        argv += ["--glob", exclude_glob(path)]
     if query.type:
         argv += ["--type", query.type]
     if query.mode == "files_with_matches":
@@ -271,6 +275,7 @@ async def search_rg(
     deadline: float,
     timeout_s: float,
     sorted_only: bool = False,
+    user: ExecUser | None = None,
 ) -> EngineResult:
     """Parallel search first, sorted here; if its output passes the cap, a sorted rerun.
 
@@ -289,6 +294,7 @@ async def search_rg(
             cwd=root,
             parser=parser,
             deadline=deadline,
+            user=user,
         )
         if outcome.timed_out:
             raise Timeout(timeout_message(timeout_s))

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import resource
+import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from airlock.daemon.identity import ExecUser, spawn_kwargs
 from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, STDERR_CAP
 from airlock.daemon.search.stall import watch_for_pipe_stall
 
@@ -74,12 +77,18 @@ async def run_engine(
     deadline: float,
     cap: int = ENGINE_OUTPUT_CAP,
     env: Mapping[str, str] | None = None,
+    user: ExecUser | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> RunOutcome:
     """Run ``argv`` feeding stdout to ``parser`` until EOF, enough rows, ``cap`` or ``deadline``.
 
     ``deadline`` is a ``loop.time()`` instant shared by every phase of one search.
+    ``user``: the exec user the engine runs as (it reads what the agent could read,
+    nothing more); ``pass_fds``: descriptors the engine reads by number (recount).
     """
     loop = asyncio.get_running_loop()
+    argv, switch = as_user(argv, user)
+    who = {**_group_kwargs(), **switch}
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
@@ -87,7 +96,8 @@ async def run_engine(
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        **_group_kwargs(),
+        pass_fds=tuple(pass_fds),
+        **who,
     )
     _limit_memory(proc.pid)
     stderr = bytearray()
@@ -196,6 +206,37 @@ def _group_kwargs() -> dict[str, Any]:
 # taking the machine's memory. Set from the parent right after the spawn (no
 # preexec_fn in a threaded daemon); rg's normal use is far below it.
 ENGINE_MEMORY_LIMIT = 1 << 30
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    return shutil.which("setpriv")
+
+
+def as_user(argv: Sequence[str], user: ExecUser | None) -> tuple[list[str], dict[str, Any]]:
+    """``argv`` and spawn arguments that run it as ``user`` (the exec user).
+
+    Through ``setpriv`` (util-linux) when it is installed: ``subprocess`` can then
+    ``vfork``, where asking it to switch users itself makes it ``fork`` the whole
+    daemon (measured here: 19 ms against 2.5 ms per engine start on a loaded 2-CPU
+    machine, twice per count search). ``setpriv`` sets the real, effective and saved
+    uid and gid and the groups, so the kernel drops every capability before rg runs.
+    Without it, ``subprocess``'s own ``user``/``group``/``extra_groups``.
+    """
+    if user is None or user.is_current:
+        return list(argv), {}
+    setpriv = _setpriv()
+    if setpriv is None:
+        return list(argv), spawn_kwargs(user)
+    groups = ",".join(str(g) for g in user.groups)
+    return [
+        setpriv,
+        f"--reuid={user.uid}",
+        f"--regid={user.gid}",
+        f"--groups={groups}" if groups else "--clear-groups",
+        "--",
+        *argv,
+    ], {}
 
 
 def _limit_memory(pid: int) -> None:

@@ -7,23 +7,22 @@ that read, so it refuses to *report* it: every row an engine produced is
 checked by opening its file through the race-free resolver (a regular file
 inside a root) and, for content rows, comparing the reported line (and its
 context lines) with the line at that number. A row that fails is dropped, so
-no line from outside a root ever reaches a response. Each file is read once.
+no line from outside a root ever reaches a response. Each file is read once,
+in chunks, keeping only the lines the rows quote. ``count`` and
+``files_with_matches`` rows are counted again on the opened files instead
+(:mod:`airlock.daemon.search.recount`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from airlock.daemon.errors import AirlockError
-from airlock.daemon.fsio import read_all
 from airlock.daemon.paths import Roots
-from airlock.daemon.search.limits import LINE_CUT_MARKER, cut_line
+from airlock.daemon.search.limits import LINE_CAP, LINE_CUT_MARKER, cut_line
 from airlock.daemon.search.rows import Hit, strip_eol
-
-# Files larger than this are not re-read to compare lines: their rows are dropped
-# (rg's own output cap keeps such searches rare; file_read pages them instead).
-VERIFY_MAX_BYTES = 64 * 1024 * 1024
 
 
 def _same(reported: str, actual_raw: bytes) -> bool:
@@ -34,15 +33,63 @@ def _same(reported: str, actual_raw: bytes) -> bool:
     return reported.endswith(LINE_CUT_MARKER) and actual.startswith(stem)
 
 
-def _row_holds(hit: Hit, lines: list[bytes]) -> bool:
+_CHUNK = 1 << 20
+# Enough of a line to compare it with a reported one: rows are cut at LINE_CAP bytes.
+_KEEP = LINE_CAP + 8
+
+
+def wanted_lines(hits: Sequence[Hit]) -> set[int]:
+    """Every line number a file's content rows quote (matches and their context)."""
+    want: set[int] = set()
+    for hit in hits:
+        want.update(range(hit.line - len(hit.before), hit.line + len(hit.after) + 1))
+    return want
+
+
+def read_lines(fd: int, want: set[int]) -> dict[int, bytes]:
+    """The first ``_KEEP`` bytes of each wanted line, read in 1 MiB chunks.
+
+    Memory stays at one chunk plus the kept prefixes, whatever the file's size
+    (reading the whole file and splitting it cost +304 MiB on a 64 MiB file).
+    Reading stops after the last wanted line.
+    """
+    out: dict[int, bytes] = {}
+    if not want:
+        return out
+    last = max(want)
+    line, partial, keeping = 1, bytearray(), 1 in want
+    while line <= last:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        start = 0
+        while line <= last:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if keeping and len(partial) < _KEEP:
+                partial += piece[: _KEEP - len(partial)]
+            if end < 0:
+                break
+            if keeping:
+                out[line] = bytes(partial)
+            line += 1
+            partial.clear()
+            keeping = line in want
+            start = end + 1
+    if keeping and line <= last and line not in out and partial:
+        out[line] = bytes(partial)  # the last line, without a newline
+    return out
+
+
+def _row_holds(hit: Hit, lines: dict[int, bytes]) -> bool:
     n = hit.line
-    if n < 1 or n > len(lines) or not _same(hit.text, lines[n - 1]):
+    if n < 1 or n not in lines or not _same(hit.text, lines[n]):
         return False
     for k, text in enumerate(reversed(hit.before), 1):
-        if n - k < 1 or not _same(text, lines[n - k - 1]):
+        if n - k not in lines or not _same(text, lines[n - k]):
             return False
     for k, text in enumerate(hit.after, 1):
-        if n + k > len(lines) or not _same(text, lines[n + k - 1]):
+        if n + k not in lines or not _same(text, lines[n + k]):
             return False
     return True
 
@@ -56,13 +103,11 @@ def verify_rows(roots: Roots, root: Path, rows: Sequence[Hit], *, content: bool)
     for path, hits in by_path.items():
         try:
             resolved = roots.resolve(str(root / path) if path else str(root), intent="read")
-            with roots.open_regular(resolved) as (fd, st):
+            with roots.open_regular(resolved) as (fd, _st):
                 if not content:
                     kept_paths[path] = {id(h) for h in hits}
                     continue
-                if st.st_size > VERIFY_MAX_BYTES:
-                    continue
-                lines = read_all(fd, st.st_size).split(b"\n")
+                lines = read_lines(fd, wanted_lines(hits))
         except (AirlockError, OSError):
             continue
         kept_paths[path] = {id(h) for h in hits if _row_holds(h, lines)}

@@ -10,7 +10,7 @@ may have hidden.
 from __future__ import annotations
 
 import asyncio
-import os
+import dataclasses
 import stat
 from pathlib import Path
 
@@ -21,8 +21,11 @@ from airlock.daemon.protocol import FileSearchInput, FileSearchOutput
 from airlock.daemon.search.engine import INSTALL_HINT, resolve_engine
 from airlock.daemon.search.grep import search_grep
 from airlock.daemon.search.ignore import has_rules, star_ignored_dirs, why_ignored
+from airlock.daemon.search.leases import current_leases, leased_under
+from airlock.daemon.search.leases import note as leases_note
 from airlock.daemon.search.limits import has_regex_meta
 from airlock.daemon.search.query import Query, file_filters
+from airlock.daemon.search.recount import recount
 from airlock.daemon.search.results import Page, order
 from airlock.daemon.search.rg import search_rg
 from airlock.daemon.search.verify import verify_rows
@@ -47,11 +50,16 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
         context=req.context if req.output_mode == "content" else 0,
         include_ignored=req.include_ignored,
     )
-    if engine.engine == "grep":
-        file_filters(query)  # an unknown type or a broken glob is refused before any walk
     root = target.root
     rel = target.relative.as_posix()
     rel = "" if rel == "." else rel
+    leases = current_leases()
+    leased = await asyncio.to_thread(leased_under, root, rel, leases) if leases else []
+    if leased:
+        query = dataclasses.replace(query, exclude=tuple(leased))
+    user = ctx.config.exec_user
+    if engine.engine == "grep":
+        file_filters(query)  # an unknown type or a broken glob is refused before any walk
     loop = asyncio.get_running_loop()
     timeout_s = ctx.config.search_timeout_s
     deadline = loop.time() + timeout_s
@@ -59,8 +67,10 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
     with ctx.roots.root_dir(root) as root_fd:
         # The engine starts in the root the resolver holds open (its /proc fd link names
         # that very directory, whatever was renamed meanwhile), and its rows are then
-        # checked through the resolver: see airlock.daemon.search.verify.
-        cwd = Path(f"/proc/{os.getpid()}/fd/{root_fd}")
+        # checked through the resolver: see airlock.daemon.search.verify. "self": the
+        # child inherits the fd and changes directory before exec; the daemon's own
+        # /proc entry is not the exec user's to enter.
+        cwd = Path(f"/proc/self/fd/{root_fd}")
         if engine.engine == "rg":
             result = await search_rg(
                 engine.path,
@@ -71,14 +81,36 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
                 want=want,
                 deadline=deadline,
                 timeout_s=timeout_s,
+                user=user,
             )
         else:
             result = await search_grep(
-                engine, query, root, rel, deadline=deadline, timeout_s=timeout_s, root_fd=root_fd
+                engine,
+                query,
+                root,
+                rel,
+                deadline=deadline,
+                timeout_s=timeout_s,
+                root_fd=root_fd,
+                user=user,
             )
-    checked = await asyncio.to_thread(
-        verify_rows, ctx.roots, root, result.rows, content=req.output_mode == "content"
-    )
+    # Every row is answered from the bytes the resolver opens now, never from what the
+    # engine's names pointed at while it walked (search.verify, search.recount).
+    unopened = 0
+    if req.output_mode == "content":
+        checked = await asyncio.to_thread(verify_rows, ctx.roots, root, result.rows, content=True)
+    else:
+        recounted = await recount(
+            engine,
+            query,
+            ctx.roots,
+            root,
+            result.rows,
+            user=user,
+            deadline=deadline,
+            timeout_s=timeout_s,
+        )
+        checked, unopened = recounted.rows, recounted.skipped
     rows = checked if result.presorted else order(checked)
     stderr = result.stderr
     if result.failed:
@@ -88,6 +120,15 @@ async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutpu
             {"engine": engine.engine, "stderr": stderr[:2000]},
         )
     notes: list[str] = []
+    if leased:
+        notes.append(leases_note(leased))
+    if unopened:
+        notes.append(
+            f"{unopened} file{'' if unopened == 1 else 's'} the engine reported could not be "
+            "opened again to count (removed, replaced by a special file or a link, or under "
+            f"a lease meanwhile) and {'is' if unopened == 1 else 'are'} left out; retry once "
+            "the tree is stable."
+        )
     if result.capped:
         notes.append(
             "The engine's output reached the 256 KiB cap and the search was stopped there, so "

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import pwd
+import shutil
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -71,10 +73,23 @@ async def outcome(call: Callable[[], Any]) -> tuple[str, str]:
 
 
 @asynccontextmanager
-async def attacker(a: Path, b: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """The swapping attacker as a real process; stopped (and the tree restored) on exit."""
+async def attacker(
+    a: Path, b: Path, *, user: str | None = None
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The swapping attacker as a real process; stopped (and the tree restored) on exit.
+
+    ``user``: run it as that user (the exec user, as a hostile agent would be).
+    """
+    who: dict[str, Any] = {}
+    python = sys.executable
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        who = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+        # The system's interpreter: the test's own may sit where that user cannot run it
+        # (a pyenv under /root); the attacker needs nothing beyond the standard library.
+        python = shutil.which("python3", path=os.defpath) or sys.executable
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
+        python,
         "-m",
         "tests.daemon.adversarial.attacker",
         "swap",
@@ -82,6 +97,7 @@ async def attacker(a: Path, b: Path) -> AsyncIterator[asyncio.subprocess.Process
         str(b),
         cwd=str(REPO),
         stdout=asyncio.subprocess.PIPE,
+        **who,
     )
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 30)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,12 +152,15 @@ async def test_engine_error_with_output_is_a_partial_result(ws: Path, tmp_path: 
     """rg exit 2 with output (e.g. a file it could not read): rows kept, error in the note.
 
     Root reads every file whatever its mode, so the unreadable file is played by a
-    stand-in engine that prints what rg prints in that case.
+    stand-in engine that prints what rg prints in that case. The recount of the rows
+    (run in the child's /proc/self/fd, search.recount) goes to the real rg.
     """
     write(ws, {"a.txt": "needle\n", "b.txt": "needle\n"})
+    real = shutil.which("rg") or str(Path(sys.executable).parent / "rg")
     fake = tmp_path / "fake-rg"
     fake.write_text(
         "#!/bin/sh\n"
+        f'case "$(pwd)" in /proc/*/fd) exec {real} "$@";; esac\n'
         "printf 'a.txt\\0'\n"
         "echo 'rg: ./b.txt: Permission denied (os error 13)' >&2\n"
         "exit 2\n"

@@ -1,0 +1,158 @@
+"""What acting as the exec user costs: this tree against another, both as root with --exec-user.
+
+The three operations the contract bounds (at most +10%): ``file_read`` p50
+(a 4 KiB file, sequential requests), ``apply_patch`` (a 20-hunk patch to a
+5,000-line file, median) and a rare search (a marker in 3 of 2,000 files,
+``files_with_matches`` and ``count``, median). Both daemons serve the same
+workspace (owned by the exec user) at the same time and are measured in
+interleaved rounds whose order alternates, so the machine's drifting load
+falls on both; the ratio is the median of per-round ratios.
+
+``--baseline-tree DIR``: the other daemon's source (``git archive main``).
+Without root (no user switch possible) it says so and measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pwd
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from airlock.client.daemon import DaemonClient
+from bench.report import table
+from tests.fakes.daemon_harness import running_daemon
+
+USER = "nobody"
+ROUNDS = 7
+READS = 200
+PATCHES = 6
+SEARCHES = 6
+FILES = 2000
+RARE = "zqxjrare_marker"
+
+
+def build(ws: Path) -> None:
+    (ws / "file.txt").write_text(("0123456789abcdef" * 4 + "\n") * 63)
+    (ws / "big.py").write_text("".join(f"value_{i} = {i}\n" for i in range(5000)))
+    src = ws / "src"
+    for i in range(FILES):
+        folder = src / f"m{i % 40}"
+        folder.mkdir(parents=True, exist_ok=True)
+        body = "".join(f"def f{j}(x):\n    return x + {j}\n" for j in range(30))
+        if i in (7, 1000, 1999):
+            body += f"# {RARE}\n"
+        (folder / f"f{i}.py").write_text(body)
+    user = pwd.getpwnam(USER)
+    for folder, _dirs, files in os.walk(ws):
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        for name in files:
+            os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid)
+
+
+def patch_for(round_no: int, flip: bool) -> str:
+    """20 hunks that change lines to a round-specific value (and back on the next call)."""
+    hunks = []
+    for k in range(20):
+        i = 100 + k * 200
+        old, new = (f"value_{i} = {i}", f"value_{i} = {i}  # r{round_no}")
+        if flip:
+            old, new = new, old
+        hunks.append(f"@@\n-{old}\n+{new}")
+    return "*** Begin Patch\n*** Update File: big.py\n" + "\n".join(hunks) + "\n*** End Patch"
+
+
+async def timed(fn: Callable[[], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    await fn()
+    return (time.perf_counter() - start) * 1000
+
+
+async def one_round(c: DaemonClient, round_no: int) -> dict[str, float]:
+    reads = [await timed(lambda: c.file_read(path="file.txt")) for _ in range(READS)]
+    patches = []
+    for k in range(PATCHES):
+        text = patch_for(round_no, flip=bool(k % 2))
+        patches.append(await timed(lambda t=text: c.apply_patch(patch=t)))
+    files = [
+        await timed(lambda: c.file_search(pattern=RARE, output_mode="files_with_matches"))
+        for _ in range(SEARCHES)
+    ]
+    counts = [
+        await timed(lambda: c.file_search(pattern=RARE, output_mode="count"))
+        for _ in range(SEARCHES)
+    ]
+    return {
+        "file_read p50": statistics.median(reads),
+        "apply_patch": statistics.median(patches),
+        "rare search, files": statistics.median(files),
+        "rare search, count": statistics.median(counts),
+    }
+
+
+async def run(baseline: Path, rounds: int) -> None:
+    base = Path(tempfile.mkdtemp(prefix="al-bxu-"))
+    base.chmod(0o755)
+    ws = base / "ws"
+    ws.mkdir()
+    build(ws)
+    tree = str(baseline.resolve())
+    results: dict[str, list[dict[str, float]]] = {"this tree": [], "baseline": []}
+    async with AsyncExitStack() as stack:
+        ours = await stack.enter_async_context(running_daemon(ws, extra_args=["--exec-user", USER]))
+        theirs = await stack.enter_async_context(
+            running_daemon(
+                ws,
+                extra_args=["--exec-user", USER],
+                env={"PYTHONPATH": tree},
+                command_prefix=("env", "-C", tree),
+            )
+        )
+        clients = {
+            "this tree": await stack.enter_async_context(ours.client()),
+            "baseline": await stack.enter_async_context(theirs.client()),
+        }
+        for c in clients.values():  # warm up
+            await one_round(c, 0)
+        for number in range(1, rounds + 1):
+            names = list(clients) if number % 2 else list(clients)[::-1]
+            for name in names:
+                results[name].append(await one_round(clients[name], number))
+    metrics = list(results["this tree"][0])
+    rows = []
+    for metric in metrics:
+        mine = [r[metric] for r in results["this tree"]]
+        other = [r[metric] for r in results["baseline"]]
+        ratio = statistics.median(a / b for a, b in zip(mine, other, strict=True))
+        rows.append((metric, statistics.median(other), statistics.median(mine), ratio))
+    print(
+        f"as root with --exec-user {USER}: {rounds} interleaved rounds, medians of per-round "
+        f"medians (cpu count {os.cpu_count()}); baseline: {baseline}"
+    )
+    print(table(["operation", "baseline ms", "this tree ms", "this/baseline"], rows))
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-tree", type=Path, help="the other daemon's source tree")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    args = parser.parse_args(list(argv))
+    if os.geteuid() != 0:
+        print("bench_exec_user: needs root to switch users; nothing measured")
+        return
+    if args.baseline_tree is None:
+        print("bench_exec_user: pass --baseline-tree DIR (e.g. git archive main); nothing measured")
+        return
+    asyncio.run(run(args.baseline_tree, args.rounds))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
