@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from airlock.daemon.identity import ExecUser, spawn_kwargs
+from airlock.daemon.procs.group import kill_group
 
 STREAM_LIMIT = 64 * 1024 * 1024
 _REAP_WAIT_S = 5.0
@@ -73,11 +73,6 @@ class RunAs:
 
 
 READ_SCOPE = RunAs()
-
-
-def kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 class _Reading(asyncio.StreamReaderProtocol):

@@ -33,9 +33,9 @@ from airlock.daemon.diagnostics.procs import (
     CheckUnavailable,
     RunAs,
     Spawned,
-    kill_group,
     spawn,
 )
+from airlock.daemon.procs.group import kill_group
 from airlock.daemon.protocol import Severity
 
 CHECK = "types"

@@ -27,9 +27,9 @@ from airlock.daemon.diagnostics.procs import (
     CheckTimeout,
     RunAs,
     Spawned,
-    kill_group,
     spawn,
 )
+from airlock.daemon.procs.group import kill_group
 
 
 def _python_path() -> str:

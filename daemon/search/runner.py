@@ -11,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
 import resource
 import shutil
-import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from airlock.daemon.identity import ExecUser, spawn_kwargs
+from airlock.daemon.procs.group import kill_group
 from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, STDERR_CAP
 from airlock.daemon.search.stall import watch_for_pipe_stall
 
@@ -48,11 +47,6 @@ class RunOutcome:
     def complete(self) -> bool:
         """The engine ran to its end and every byte it wrote was read."""
         return not (self.capped or self.stopped or self.timed_out or self.pipe_stall)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 async def _drain_stderr(reader: asyncio.StreamReader | None, sink: bytearray) -> None:
@@ -129,7 +123,7 @@ async def run_engine(
             if capped:
                 break
         if capped or stopped or timed_out:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             # asyncio's wait() returns only once stdout is closed: drain what the killed
             # engine left in the pipe (EOF follows at once) so wait() can finish.
             with contextlib.suppress(TimeoutError):
@@ -138,14 +132,14 @@ async def run_engine(
             await asyncio.wait_for(proc.wait(), max(deadline - loop.time(), 1.0))
         except TimeoutError:
             timed_out = True
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             await proc.wait()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stderr_task, 1.0)
     finally:
         if proc.returncode is None:
             # Cancelled (the client went away) or failed: never leave the engine running.
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             if proc.stdout is not None:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from airlock.daemon.context import ToolContext
+from airlock.daemon.procs.group import kill_group
 from airlock.daemon.procs.spawn import plan_spawn, spawn
 from airlock.daemon.procs.spill import CappedStream, SpillBudget, new_call_id
 from airlock.daemon.procs.tree import TreeGuard
@@ -61,7 +60,7 @@ async def _pump(
                 await on_output(name, chunk)
             except BaseException:
                 # The listener is gone (a stream client hung up): nobody will read the rest.
-                _kill_group(pgid)
+                kill_group(pgid)
                 raise
             finally:
                 flow.delivering -= 1
@@ -99,11 +98,6 @@ async def _track(guard: TreeGuard) -> None:
         # In a worker thread: a hostile command's tree can be large, the loop must stay free.
         await asyncio.to_thread(guard.track)
         await asyncio.sleep(_TRACK_INTERVAL_S)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 async def run_exec(
@@ -151,7 +145,7 @@ async def run_exec(
             await asyncio.wait_for(_wait_exit(proc), timeout=req.timeout_s)
         except TimeoutError:
             timed_out = True
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             await _wait_exit(proc)
         # Give the pipes a moment (output still buffered, a grandchild finishing), then
         # take down whatever is left and read the pipes to their end.
@@ -171,7 +165,7 @@ async def run_exec(
         if not swept:
             # Cancelled (the client went away) or failed: the group dies now; the sweep runs
             # in a worker thread that a second cancellation cannot stop halfway.
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             tracker.cancel()
             await asyncio.shield(
                 asyncio.ensure_future(asyncio.to_thread(guard.kill_all, (proc.pid,)))
