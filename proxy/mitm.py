@@ -104,7 +104,7 @@ def count_client_bytes(
 
 
 def set_idle_timeout(seconds: float) -> None:
-    mitm_server.TCP_TIMEOUT = max(1, round(seconds))  # type: ignore[misc]
+    mitm_server.TCP_TIMEOUT = max(1, round(seconds))
 
 
 @dataclass

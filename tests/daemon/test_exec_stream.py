@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -62,7 +63,7 @@ async def client(daemon: RunningDaemon) -> AsyncIterator[DaemonClient]:
         yield c
 
 
-async def collect(client: DaemonClient, **kw: object) -> list[ExecEvent]:
+async def collect(client: DaemonClient, **kw: Any) -> list[ExecEvent]:
     return [event async for event in client.exec_stream(**kw)]
 
 
@@ -146,7 +147,9 @@ async def test_timeout_ends_with_a_timed_out_exit(client: DaemonClient) -> None:
 async def test_disconnect_kills_the_group(client: DaemonClient) -> None:
     script = "sleep 300 & echo $!; sleep 300"
     pids: list[int] = []
-    async with contextlib.aclosing(client.exec_stream(argv=["sh", "-c", script])) as events:
+    stream = client.exec_stream(argv=["sh", "-c", script])
+    assert isinstance(stream, AsyncGenerator)  # aclosing() needs its aclose()
+    async with contextlib.aclosing(stream) as events:
         async for event in events:
             if isinstance(event, ExecStartedEvent):
                 pids.append(event.pid)

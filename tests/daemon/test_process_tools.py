@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, Literal
 
 import aiohttp
 import pytest
@@ -127,7 +128,11 @@ async def test_long_poll_wakes_on_output(client: DaemonClient) -> None:
 
 
 async def test_process_kill_signals(client: DaemonClient) -> None:
-    for name, number in (("INT", signal.SIGINT), ("KILL", signal.SIGKILL)):
+    kinds: tuple[tuple[Literal["INT", "KILL"], int], ...] = (
+        ("INT", signal.SIGINT),
+        ("KILL", signal.SIGKILL),
+    )
+    for name, number in kinds:
         started = await client.process_start(argv=["sleep", "300"])
         killed = await client.process_kill(id=started.id, signal=name)
         assert killed.running is False and killed.exit_code is None and killed.signal == name
@@ -223,7 +228,7 @@ async def test_read_scope(daemon: RunningDaemon, client: DaemonClient) -> None:
 
 
 async def test_bad_inputs_are_envelopes(client: DaemonClient) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"argv": []}, "invalid_request"),
         ({"argv": ["definitely-not-a-program-xyz"]}, "not_found"),
         ({"argv": ["true"], "cwd": "/"}, "path_escape"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -168,7 +168,9 @@ async def test_stream_disconnect_takes_setsid_grandchildren(
         + "\nprint('ready', flush=True)\ntime.sleep(300)\n"
     )
     argv = [sys.executable, "-c", script, str(pidfile)]
-    async with contextlib.aclosing(client.exec_stream(argv=argv)) as events:
+    stream = client.exec_stream(argv=argv)
+    assert isinstance(stream, AsyncGenerator)  # aclosing() needs its aclose()
+    async with contextlib.aclosing(stream) as events:
         async for event in events:
             if isinstance(event, ExecOutputEvent) and "ready" in event.data:
                 break

@@ -16,6 +16,7 @@ import pytest
 import airlock.daemon.apply_patch as engine
 from airlock.daemon.apply_patch.committer import commit, roll_back
 from airlock.daemon.apply_patch.journal import MANIFEST, Journal, journal_root
+from airlock.daemon.apply_patch.planner import plan_changes
 from airlock.daemon.errors import AirlockError, StaleWrite
 from airlock.daemon.fsio import TEMP_MARKER, PlannedWrite, apply_one
 from airlock.daemon.paths import ResolvedPath, Roots
@@ -112,7 +113,7 @@ async def test_file_changed_after_planning_is_stale(
 ) -> None:
     (ws / "a.txt").write_text("one\n")
     (ws / "b.txt").write_text("two\n")
-    real_plan = engine._plan_changes
+    real_plan = plan_changes
 
     def plan_then_edit(*args: Any) -> Any:
         planned = real_plan(*args)
@@ -293,7 +294,7 @@ async def test_symlink_swapped_in_after_planning_is_refused(
     outside.mkdir()
     (ws / "sub").mkdir()
     (ws / "keep.txt").write_text("k\n")
-    real_plan = engine._plan_changes
+    real_plan = plan_changes
 
     def plan_then_swap(*args: Any) -> Any:
         planned = real_plan(*args)

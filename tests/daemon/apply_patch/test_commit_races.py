@@ -16,6 +16,7 @@ import pytest
 
 from airlock.daemon.apply_patch import committer
 from airlock.daemon.errors import AirlockError
+from airlock.daemon.fsio import apply_one
 from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch
 
@@ -28,7 +29,7 @@ async def test_swap_between_two_writes_is_a_conflict_not_internal(
     (ws / "sub").mkdir()
     (ws / "sub" / "a.txt").write_text("a\n")
     (ws / "sub" / "b.txt").write_text("b\n")
-    real_apply_one = committer.apply_one
+    real_apply_one = apply_one
     calls = 0
 
     def apply_then_swap(*args: Any, **kwargs: Any) -> Any:

@@ -148,7 +148,7 @@ async def test_a_write_that_fails_leaves_nothing_of_its_early_check(
 
     target = ws_dir / "m.txt"
     target.write_text("one\ntwo\n")
-    real_plan = engine._plan_changes
+    from airlock.daemon.apply_patch.planner import plan_changes as real_plan
 
     def plan_then_interfere(*args: Any) -> Any:
         planned = real_plan(*args)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
+from typing import TypeVar, cast
 
 import pytest
 import redis as redis_sync
@@ -35,6 +36,8 @@ from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule, git_rule
 
 pytestmark = pytest.mark.timeout(180)
+
+T = TypeVar("T")
 
 TOKENS: list[str] = []
 RECEIVED = Received()
@@ -64,6 +67,11 @@ def proxy(
         yield p
 
 
+def _reply(value: Awaitable[T] | T) -> T:
+    """redis-py types every reply as ``Awaitable | value``; the sync client returns the value."""
+    return cast(T, value)
+
+
 def _all_of_redis(server: RedisServer) -> list[bytes]:
     """Every key name and every value in every data type, as bytes."""
     r = redis_sync.Redis(port=server.port)
@@ -73,15 +81,15 @@ def _all_of_redis(server: RedisServer) -> list[bytes]:
             out.append(key)
             kind = r.type(key)
             if kind == b"string":
-                out.append(r.get(key) or b"")
+                out.append(_reply(r.get(key)) or b"")
             elif kind == b"set":
-                out.extend(r.smembers(key))
+                out.extend(_reply(r.smembers(key)))
             elif kind == b"hash":
-                for k, v in r.hgetall(key).items():
+                for k, v in _reply(r.hgetall(key)).items():
                     out += [k, v]
             elif kind == b"list":
-                out.extend(r.lrange(key, 0, -1))
-            dumped = r.dump(key)
+                out.extend(_reply(r.lrange(key, 0, -1)))
+            dumped = _reply(r.dump(key))
             if dumped:
                 out.append(dumped)
     finally:
@@ -112,9 +120,11 @@ async def test_redis_holds_no_real_token_after_a_swap(
     assert_no_token(TOKENS, everything, [])
     r = redis_sync.Redis(port=redis.port)
     try:
-        sealed = [r.get(k) for k in r.scan_iter(match="airlock:*") if r.type(k) == b"string"]
+        sealed: list[bytes | None] = [
+            _reply(r.get(k)) for k in r.scan_iter(match="airlock:*") if r.type(k) == b"string"
+        ]
         # Re-bind a sealed placeholder entry to another key: it must not open.
-        r.set(f"airlock:ph:{ph_git}", r.get(f"airlock:ph:{ph}") or b"")
+        r.set(f"airlock:ph:{ph_git}", _reply(r.get(f"airlock:ph:{ph}")) or b"")
     finally:
         r.close()
     assert sealed and all(v is not None and v.startswith(b"AL1") for v in sealed)
