@@ -55,6 +55,7 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.net import free_port
 from tests.fakes.processes import stop_process
 from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -533,6 +534,16 @@ async def test_full_agent_turn_through_the_isolated_topology(world: World) -> No
     sandbox_files = _files_under(w.workspace, w.base / "d", w.base / "cfg", w.base / "tmp")
     assert len(sandbox_files) > 5
     _assert_no_token(tokens, sandbox_files, "a sandbox file")
+
+    def swapped_hosts() -> set[object]:
+        return {
+            e.get("host") for p in w.proxies for e in p.audit_events() if e.get("event") == "swap"
+        }
+
+    await wait_until(
+        lambda: swapped_hosts() >= {"api.github.com", "github.com"}, message="swap lines missing"
+    )
+    await w.proxies[1].await_audit(lambda e: e.get("event") == "swap", what="a swap on replica B")
     for proxy in w.proxies:
         written = [p.read_bytes().decode(errors="replace") for p in proxy.written_files()]
         _assert_no_token(tokens, written, "a proxy log or audit file")

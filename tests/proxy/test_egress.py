@@ -7,6 +7,7 @@ import asyncio
 import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -60,10 +61,17 @@ async def test_host_outside_allow_patterns_is_refused(proxy: ProxyProcess) -> No
     assert await curl_connect_status(env, "https://github.com/") == 403
     assert await curl_connect_status(env, "https://example.org/") == 403  # *.x excludes apex
     assert await curl_connect_status(env, "https://api.github.com/") == 200
-    events = [e for e in proxy.audit_events() if e.get("session") == info.session_id]
-    assert any(
-        e.get("reason") == "host_not_allowed" and e.get("host") == "github.com" for e in events
-    )
+
+    def github_refused(e: dict[str, Any]) -> bool:
+        return (
+            e.get("session") == info.session_id
+            and e.get("reason") == "host_not_allowed"
+            and e.get("host") == "github.com"
+        )
+
+    audit = await proxy.await_audit(github_refused, what="host_not_allowed for github.com")
+    events = [e for e in audit if e.get("session") == info.session_id]
+    assert any(github_refused(e) for e in events)
 
 
 @pytest.mark.parametrize(
@@ -122,7 +130,10 @@ async def test_operator_resolve_onto_control_api_is_refused(
         async with proc.client() as client:
             info = await client.create_session(allow=["ctl.test"], ttl_s=60)
         assert await curl_connect_status(proc.client_env(info), "https://ctl.test/v1/health") == 403
-        assert any(e.get("reason") == "control_api" for e in proc.audit_events())
+        audit = await proc.await_audit(
+            lambda e: e.get("reason") == "control_api", what="control_api refusal"
+        )
+        assert any(e.get("reason") == "control_api" for e in audit)
     finally:
         await asyncio.to_thread(proc.stop)
 

@@ -179,7 +179,7 @@ def leaks(data: bytes, token: str) -> list[bytes]:
 
 def written_leaks(proxy: ProxyProcess, tokens: list[str]) -> list[tuple[str, bytes]]:
     """Forms of ``tokens`` in anything the proxy wrote (audit log, logs, state)."""
-    proxy.audit_events()  # lets the audit writer flush
+    proxy.flush_audit()
     return [
         (str(path), hit)
         for path in proxy.written_files()
@@ -424,7 +424,3 @@ def h2_get(
     except (OSError, EOFError, zlib.error):
         result.body = bytes(body)
     return result
-
-
-def audit_reasons(proxy: ProxyProcess) -> list[str]:
-    return [str(e.get("reason")) for e in proxy.audit_events() if e["event"] == "refusal"]

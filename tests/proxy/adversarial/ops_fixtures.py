@@ -15,9 +15,8 @@ import select
 import socket
 import ssl
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -89,14 +88,6 @@ def assert_no_token(tokens: Iterable[str], blobs: Iterable[bytes], files: Iterab
     assert hits == [], f"real token reached the client: {hits}"
     file_hits = [(str(p), n[:10]) for p in files for n in forms if n in p.read_bytes()]
     assert file_hits == [], f"real token in a file the proxy wrote: {file_hits}"
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def credentials(session: SessionInfo) -> tuple[str, str]:
