@@ -23,6 +23,7 @@ from airlock.daemon.paths import ResolvedPath, Roots
 from airlock.daemon.workspace import Workspace
 from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch, snapshot, temp_files
+from tests.fakes.wait import wait_until
 
 
 def _journals(workspace: Workspace) -> list[Path]:
@@ -254,10 +255,13 @@ async def test_patches_on_one_root_are_serialised_and_reads_still_answer(
     apply: Apply, ws: Path, workspace: Workspace
 ) -> None:
     (ws / "a.txt").write_text("one\ntwo\n")
-    async with workspace.ctx.root_locks.hold([workspace.ctx.roots.workspace]):
+    root = str(workspace.ctx.roots.workspace)
+    locks = workspace.ctx.root_locks
+    async with locks.hold([root]):
         first = asyncio.create_task(apply(patch("*** Update File: a.txt", "@@", "-one", "+1")))
         second = asyncio.create_task(apply(patch("*** Update File: a.txt", "@@", "-two", "+2")))
-        await asyncio.sleep(0.2)
+        # Both patches queue on the root lock this test holds (its third user).
+        await wait_until(lambda: locks._users.get(root) == 3, message="the patches never queued")
         assert not first.done() and not second.done()  # waiting for the root
         read = await workspace.call("file_read", {"path": "a.txt"})
         assert read.model_dump()["content"] == "one\ntwo\n"
