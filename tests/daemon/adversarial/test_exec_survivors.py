@@ -46,6 +46,10 @@ PIDFILE = sys.argv[1]
 def note():
     with open(PIDFILE, "a") as f:
         f.write(f"{os.getpid()}\\n")
+def detach_stdio():
+    fd = os.open(os.devnull, os.O_RDWR)
+    for n in (0, 1, 2):
+        os.dup2(fd, n)
 def linger():
     while True:
         signal.pause()
