@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from airlock.proxy.protocol import SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until
-from tests.proxy.conftest import github_resolve
+from tests.proxy.conftest import ProxyFactory
 from tests.proxy.helpers import curl, curl_connect_status, run
 
 pytestmark = pytest.mark.timeout(120)
@@ -25,21 +25,14 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
-    untrusted: EchoUpstream,
+    start_proxy: ProxyFactory, other: EchoUpstream, untrusted: EchoUpstream
 ) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("egress"),
+    with start_proxy(
+        "egress",
         resolve=[
-            *github_resolve(github, other, plain),
             f"vercel.com:443:127.0.0.1:{untrusted.port}",
             f"operator-allowed.test:443:127.0.0.1:{other.port}",
         ],
-        upstream_ca=upstream_ca.ca_path,
         control_tcp=True,
         allow=["operator-allowed.test"],
     ) as p:

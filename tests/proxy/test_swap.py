@@ -23,10 +23,9 @@ import pytest
 
 from airlock.client.proxy import ProxyClient
 from airlock.proxy.protocol import SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.tls import TestCA
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.upstream import EchoUpstream
-from tests.proxy.conftest import github_resolve
+from tests.proxy.conftest import ProxyFactory
 from tests.proxy.helpers import (
     api_rule,
     basic,
@@ -56,18 +55,8 @@ def placeholder() -> str:
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("swap"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
-    ) as p:
+def proxy(start_proxy: ProxyFactory) -> Iterator[ProxyProcess]:
+    with start_proxy("swap") as p:
         yield p
 
 

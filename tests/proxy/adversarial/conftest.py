@@ -34,7 +34,13 @@ from tests.fakes.reflector import Reflector, reflector
 from tests.fakes.tls import TestCA
 
 # The upstreams the session/limits/audit modules share (module-scoped, one set a module).
-from tests.proxy.adversarial.ops_fixtures import ops_ca, ops_github, ops_other, ops_plain  # noqa: F401
+from tests.proxy.adversarial.ops_fixtures import (  # noqa: F401
+    ops_ca,
+    ops_github,
+    ops_other,
+    ops_plain,
+    ops_proxy,
+)
 from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
 
 HOSTS = ["api.github.com", "github.com"]

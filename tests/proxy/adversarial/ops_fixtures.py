@@ -27,6 +27,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
+from tests.proxy.conftest import ProxyFactory, proxy_factory
 
 FAULTY_PROXY = Path(__file__).with_name("faulty_proxy.py")
 
@@ -58,6 +59,22 @@ def ops_plain() -> Iterator[EchoUpstream]:
     """A plain-http upstream."""
     with echo_upstream(None) as up:
         yield up
+
+
+#: ``ops_proxy(name, **kwargs)``: a context manager running one airlock-proxy.
+OpsProxy = ProxyFactory
+
+
+@pytest.fixture(scope="module")
+def ops_proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
+) -> OpsProxy:
+    """Starts airlock-proxies that reach the ops upstreams and trust their CA."""
+    return proxy_factory(tmp_path_factory, ops_ca, ops_github, ops_other, ops_plain)
 
 
 def real_token() -> str:

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
@@ -28,7 +29,6 @@ from tests.proxy.adversarial.ops_fixtures import (
     real_token,
     status_of,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(180)
@@ -39,19 +39,8 @@ SAMPLE = 5
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("audit"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        extra_args=["--refusal-audit-per-minute", str(SAMPLE)],
-    ) as p:
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("audit", extra_args=["--refusal-audit-per-minute", str(SAMPLE)]) as p:
         yield p
 
 

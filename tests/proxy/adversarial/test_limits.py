@@ -18,11 +18,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
@@ -33,7 +34,6 @@ from tests.proxy.adversarial.ops_fixtures import (
     rss_kib,
     status_of,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(240)
@@ -43,17 +43,9 @@ RECEIVED = Received()
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("limits"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy(
+        "limits",
         extra_args=[
             "--head-timeout",
             "2",
@@ -67,36 +59,14 @@ def proxy(
 
 
 @pytest.fixture(scope="module")
-def slow_rate_proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("rate"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        extra_args=["--session-rate", "0.2", "--session-burst", "2"],
-    ) as p:
+def slow_rate_proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("rate", extra_args=["--session-rate", "0.2", "--session-burst", "2"]) as p:
         yield p
 
 
 @pytest.fixture(scope="module")
-def idle_proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("idle"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        extra_args=["--idle-timeout", "2", "--head-timeout", "60"],
-    ) as p:
+def idle_proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("idle", extra_args=["--idle-timeout", "2", "--head-timeout", "60"]) as p:
         yield p
 
 

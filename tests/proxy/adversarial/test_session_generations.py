@@ -19,6 +19,7 @@ from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
@@ -35,18 +36,8 @@ RECEIVED = Received()
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("generations"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-    ) as p:
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("generations") as p:
         yield p
 
 

@@ -14,18 +14,16 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.tls import TestCA
-from tests.fakes.upstream import EchoUpstream
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
     placeholder,
     real_token,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,19 +33,8 @@ RECEIVED = Received()
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("sighup"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        control_tcp=True,
-    ) as p:
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("sighup", control_tcp=True) as p:
         yield p
 
 

@@ -26,6 +26,7 @@ from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
@@ -50,20 +51,8 @@ def redis() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-    redis: RedisServer,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("sealed"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        store=redis.url,
-    ) as p:
+def proxy(ops_proxy: OpsProxy, redis: RedisServer) -> Iterator[ProxyProcess]:
+    with ops_proxy("sealed", store=redis.url) as p:
         yield p
 
 
