@@ -51,8 +51,8 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-import h2.events  # type: ignore[import-untyped]
-from h2.stream import StreamClosedBy  # type: ignore[import-untyped]
+import h2.events
+from h2.stream import StreamClosedBy
 from h11._receivebuffer import ReceiveBuffer
 from mitmproxy.proxy import commands, events, layer
 from mitmproxy.proxy import server as mitm_server
@@ -146,7 +146,7 @@ def count_client_bytes(
 
 
 def set_idle_timeout(seconds: float) -> None:
-    mitm_server.TCP_TIMEOUT = max(1, round(seconds))  # type: ignore[misc]
+    mitm_server.TCP_TIMEOUT = max(1, round(seconds))
 
 
 @dataclass

@@ -43,9 +43,7 @@ def _not_found(request: types.JSONRPCRequest) -> SessionMessage:
 class AirlockServer(Server[Any, Any]):
     """The SDK's low-level server, with unknown methods answered -32601 up front."""
 
-    async def run(  # type: ignore[override]
-        self, read_stream: Any, write_stream: Any, *args: Any, **kwargs: Any
-    ) -> None:
+    async def run(self, read_stream: Any, write_stream: Any, *args: Any, **kwargs: Any) -> None:
         forward_in, forward_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def pump() -> None:

@@ -162,7 +162,7 @@ def _add(tf: tarfile.TarFile, pfd: int, name: str, rel: str) -> None:
             if not stat.S_ISREG(fst.st_mode):
                 return
             info.size = fst.st_size
-            tf.addfile(info, fileobj=_Padded(fd, fst.st_size))  # type: ignore[arg-type]
+            tf.addfile(info, fileobj=_Padded(fd, fst.st_size))
         finally:
             os.close(fd)
 

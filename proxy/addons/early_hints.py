@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
-import h2.events  # type: ignore[import-untyped]
+import h2.events
 from mitmproxy import http
 from mitmproxy.net.http import http1
 from mitmproxy.proxy import commands, events
@@ -133,5 +133,5 @@ def install(pairs_for: PairsFor) -> None:
     """Relay 103s with headers scrubbed by ``pairs_for(client_id)`` (process-wide)."""
     global _pairs_for
     _pairs_for = pairs_for
-    _http1.Http1Client.read_headers = read_headers  # type: ignore[method-assign,assignment]
-    _http2.Http2Client.handle_h2_event = handle_h2_event  # type: ignore[method-assign,assignment]
+    _http1.Http1Client.read_headers = read_headers  # type: ignore[method-assign]
+    _http2.Http2Client.handle_h2_event = handle_h2_event  # type: ignore[method-assign]

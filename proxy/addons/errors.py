@@ -140,7 +140,7 @@ class Http2Server(_http2.Http2Server):
 
 def install() -> None:
     """Point mitmproxy's error renderers at ours (idempotent, process-wide)."""
-    _http1.make_error_response = make_error_response  # type: ignore[attr-defined]
+    _http1.make_error_response = make_error_response
     _http2.format_error = format_error  # type: ignore[attr-defined]
     _base.format_error = format_error
-    http_layers.Http2Server = Http2Server  # type: ignore[attr-defined,misc]
+    http_layers.Http2Server = Http2Server  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ exit status 2 and exactly one line on stderr that names the flag or key.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,12 +15,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+from tests.fakes.wait import wait_until_sync
 
 BIN = Path(sys.executable).parent
 BINARIES = ("airlockd", "airlock-proxy", "airlock", "airlock-signed-commit")
@@ -138,11 +140,12 @@ def _start_daemon(args: list[str], short_dir: Path) -> tuple[subprocess.Popen[st
         text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")},
     )
-    deadline = time.monotonic() + 60
-    while not sock.exists():
+
+    def started() -> bool:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        assert time.monotonic() < deadline, "airlockd did not create its socket"
-        time.sleep(0.05)
+        return sock.exists()
+
+    wait_until_sync(started, timeout=60, message="airlockd did not create its socket")
     return proc, sock
 
 
@@ -167,9 +170,8 @@ def test_command_line_wins_over_the_config_file_and_json_logs(short_dir: Path) -
         short_dir,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while (sock.stat().st_mode & 0o777) != 0o640 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with contextlib.suppress(AssertionError):
+            wait_until_sync(lambda: sock.stat().st_mode & 0o777 == 0o640)
         assert sock.stat().st_mode & 0o777 == 0o640, "the flag's mode, not the file's"
     finally:
         err = _stop(proc)
@@ -188,9 +190,8 @@ def test_config_file_fills_in_what_the_command_line_left_out(short_dir: Path) ->
     )
     proc, sock = _start_daemon(["--config", str(config)], short_dir)
     try:
-        deadline = time.monotonic() + 30
-        while (sock.stat().st_mode & 0o777) != 0o600 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with contextlib.suppress(AssertionError):
+            wait_until_sync(lambda: sock.stat().st_mode & 0o777 == 0o600)
         assert sock.stat().st_mode & 0o777 == 0o600
     finally:
         _stop(proc)

@@ -68,12 +68,10 @@ async def test_airlock_gh_local(tmp_path: Path, fake_github: FakeGitHub) -> None
         assert rc == 3 and "denied" in err and "acme/other" in err
         assert len(fake_github.mints) == 2
         # Each run's temporary session was deleted again.
-        events: list[str] = []
-        for _ in range(100):  # the audit log is written by a background thread
-            events = [e["event"] for e in proxy.audit_events()]
-            if events.count("session_deleted") >= 3:
-                break
-            await asyncio.sleep(0.05)
+        audit = await proxy.await_audit(
+            lambda e: e["event"] == "session_deleted", count=3, what="3 session_deleted lines"
+        )
+        events = [e["event"] for e in audit]
         assert events.count("session_created") == 3
         assert events.count("session_deleted") == 3
         rc, _, err = await _airlock(

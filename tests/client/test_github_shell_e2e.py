@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
 from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("gh") is None, reason="gh is not installed")
 
@@ -315,10 +317,8 @@ async def test_failure_and_cancellation_clean_up(env: Env) -> None:
     env.shell.timeout_s = 60
     before = [r.path for r in env.gh.requests].count("/user")
     task = asyncio.create_task(env.shell.run(env.call("gh api user")))
-    for _ in range(400):
-        if [r.path for r in env.gh.requests].count("/user") > before:
-            break
-        await asyncio.sleep(0.05)
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: [r.path for r in env.gh.requests].count("/user") > before)
     assert [r.path for r in env.gh.requests].count("/user") > before
     assert len(await _leases(env)) == 1
     assert len(list(env.config_base.iterdir())) == 1

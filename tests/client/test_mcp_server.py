@@ -24,6 +24,7 @@ from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
 from tests.fakes.net import free_port, wait_port
 from tests.fakes.proxy_harness import running_proxy
+from tests.fakes.wait import wait_until
 
 # The SDK renamed the streamable HTTP client; use whichever this 1.x version has.
 http_client = getattr(streamable_http, "streamable_http_client", None) or (
@@ -204,10 +205,8 @@ async def test_long_exec_sends_progress(tmp_path: Path, transport: str) -> None:
                     "exec", {"argv": ["sh", "-c", script]}, progress_callback=on_progress
                 )
             )
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while len(seen) < 2 and loop.time() < deadline and not call.done():
-                await asyncio.sleep(0.05)
+            with contextlib.suppress(AssertionError):
+                await wait_until(lambda: len(seen) >= 2 or call.done(), timeout=60)
             flag.write_text("")
             result = await call
     assert len(seen) >= 2, seen

@@ -17,6 +17,7 @@ from airlock.client.providers import (
 )
 from airlock.client.providers.jwt import app_jwt, b64url_decode, load_private_key
 from tests.fakes.github import FakeGitHub
+from tests.fakes.procs import LINGER_ARGV
 
 
 def _provider(gh: FakeGitHub, **kw: object) -> GitHubAppProvider:
@@ -214,9 +215,7 @@ async def test_command_provider_failures_never_echo_stdout() -> None:
     missing = CommandTokenProvider(["/nonexistent/token-tool"])
     with pytest.raises(TokenRequestFailedError):
         await missing.get_token()
-    slow = CommandTokenProvider(
-        [sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.3
-    )
+    slow = CommandTokenProvider(list(LINGER_ARGV), timeout_s=0.3)
     with pytest.raises(TokenRequestFailedError, match="timed out"):
         await slow.get_token()
     empty = CommandTokenProvider([sys.executable, "-c", "print()"])

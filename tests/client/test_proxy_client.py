@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from airlock.client.proxy import ProxyClient, ProxyError
 from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,7 +62,7 @@ async def test_lease_is_removed_on_cancellation(proxy: ProxyProcess) -> None:
         async def command() -> None:
             async with client.lease(sid, [rule()], ttl_s=60):
                 inside.set()
-                await asyncio.sleep(60)
+                await asyncio.Event().wait()  # until cancelled
 
         task = asyncio.create_task(command())
         await asyncio.wait_for(inside.wait(), 10)
@@ -80,14 +82,19 @@ async def test_lease_is_removed_when_cancelled_during_install(proxy: ProxyProces
             async with client.lease(
                 sid, [rule("airlock-gh-cancel-early")], ttl_s=60, lease_id="early"
             ):
-                await asyncio.sleep(60)
+                await asyncio.Event().wait()  # until cancelled
 
         task = asyncio.create_task(command())
         await asyncio.sleep(0)  # the PUT is in flight
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.2)
+
+        async def no_leases() -> bool:
+            return await client.list_leases(sid) == []
+
+        with contextlib.suppress(AssertionError):
+            await wait_until(no_leases, timeout=5)
         assert await client.list_leases(sid) == []
 
 

@@ -21,6 +21,7 @@ from airlock.client.prwatch import (
     frame_wake,
     watch,
 )
+from tests.fakes.clock import FakeSleep
 from tests.fakes.github import FakeGitHub
 
 REPO = "acme/widgets"
@@ -99,11 +100,7 @@ async def test_watch_wakes_once_per_change_until_merged(gh: FakeGitHub) -> None:
         merge,  # poll 9: merged, loop ends
         nothing,
     ]
-    sleeps: list[float] = []
-
-    async def scripted_sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        await script.pop(0)()
+    scripted = FakeSleep(script)
 
     states: list[WatchState] = []
     wakes: list[Wake] = []
@@ -116,7 +113,7 @@ async def test_watch_wakes_once_per_change_until_merged(gh: FakeGitHub) -> None:
         ssl_context=ssl_ctx(gh),
         interval_s=7,
         on_state=states.append,
-        sleep=scripted_sleep,
+        sleep=scripted,
         max_polls=20,
     ):
         wakes.append(wake)
@@ -131,7 +128,7 @@ async def test_watch_wakes_once_per_change_until_merged(gh: FakeGitHub) -> None:
     assert [c.name for c in wakes[1].failing] == ["ci"] and wakes[1].red_polls == 4
     assert wakes[2].review is not None and wakes[2].review.state == "CHANGES_REQUESTED"
     assert len(states) == 9 and states[-1].terminal == "merged"
-    assert sleeps == [7] * 8
+    assert scripted.pauses == [7] * 8
     text = frame_wake(wakes[1])
     assert "acme/widgets#1" in text and "ci" in text
     # One installation token served the whole watch, scoped to the one repository.
@@ -143,9 +140,6 @@ async def test_watch_resumes_from_saved_state_without_repeating(gh: FakeGitHub) 
     provider = StaticTokenProvider(gh.issue_token([REPO]))
     saved: list[WatchState] = []
 
-    async def no_sleep(_: float) -> None:
-        return None
-
     first = [
         w
         async for w in watch(
@@ -155,7 +149,7 @@ async def test_watch_resumes_from_saved_state_without_repeating(gh: FakeGitHub) 
             api_url=gh.api_url,
             ssl_context=ssl_ctx(gh),
             on_state=saved.append,
-            sleep=no_sleep,
+            sleep=FakeSleep(),
             max_polls=2,
         )
     ]
@@ -169,7 +163,7 @@ async def test_watch_resumes_from_saved_state_without_repeating(gh: FakeGitHub) 
             api_url=gh.api_url,
             ssl_context=ssl_ctx(gh),
             state=saved[-1],
-            sleep=no_sleep,
+            sleep=FakeSleep(),
             max_polls=3,
         )
     ]
@@ -181,11 +175,7 @@ async def test_reader_retries_5xx_and_429_then_succeeds(gh: FakeGitHub) -> None:
     number = gh.add_pull_sync(REPO, title="t", head="feature")
     gh.fail_next(f"/repos/{REPO}/pulls/{number}", 502, count=1)
     gh.fail_next(f"/repos/{REPO}/commits/", 429, count=1)
-    sleeps: list[float] = []
-
-    async def record(seconds: float) -> None:
-        sleeps.append(seconds)
-
+    record = FakeSleep()
     async with GitHubReader(
         REPO,
         StaticTokenProvider(gh.issue_token([REPO])),
@@ -196,7 +186,7 @@ async def test_reader_retries_5xx_and_429_then_succeeds(gh: FakeGitHub) -> None:
     ) as reader:
         snap = await reader.snapshot(number)
     assert snap.head_sha == await gh.head_sha(REPO, "feature")
-    assert sleeps == [0.25, 0.25]
+    assert record.pauses == [0.25, 0.25]
 
 
 async def test_reader_refreshes_an_expired_token_once(gh: FakeGitHub) -> None:
@@ -230,11 +220,7 @@ async def test_reader_gives_up_on_a_second_401(gh: FakeGitHub) -> None:
 async def test_reader_does_not_retry_403_or_404(gh: FakeGitHub, status: int) -> None:
     number = gh.add_pull_sync(REPO, title="t", head="feature")
     gh.fail_next(f"/repos/{REPO}/pulls/{number}", status, count=5)
-    sleeps: list[float] = []
-
-    async def record(seconds: float) -> None:
-        sleeps.append(seconds)
-
+    record = FakeSleep()
     async with GitHubReader(
         REPO,
         StaticTokenProvider(gh.issue_token([REPO])),
@@ -245,7 +231,7 @@ async def test_reader_does_not_retry_403_or_404(gh: FakeGitHub, status: int) -> 
         with pytest.raises(PRWatchError) as info:
             await reader.snapshot(number)
     assert info.value.status == status
-    assert sleeps == []
+    assert record.pauses == []
     assert sum(1 for r in gh.requests if r.path == f"/repos/{REPO}/pulls/{number}") == 1
 
 
@@ -253,15 +239,12 @@ async def test_reader_gives_up_after_max_attempts(gh: FakeGitHub) -> None:
     number = gh.add_pull_sync(REPO, title="t", head="feature")
     gh.fail_next(f"/repos/{REPO}/pulls/{number}", 503, count=10)
 
-    async def no_sleep(_: float) -> None:
-        return None
-
     async with GitHubReader(
         REPO,
         StaticTokenProvider(gh.issue_token([REPO])),
         api_url=gh.api_url,
         ssl_context=ssl_ctx(gh),
-        sleep=no_sleep,
+        sleep=FakeSleep(),
         policy=RetryPolicy(max_attempts=3),
     ) as reader:
         with pytest.raises(PRWatchError, match="gave up after 3 attempts"):

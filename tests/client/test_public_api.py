@@ -73,7 +73,7 @@ def test_type_checkers_see_the_same_names_from_the_same_modules() -> None:
 
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
     try:
-        _ = airlock.client.NoSuchThing  # type: ignore[attr-defined]
+        _ = airlock.client.NoSuchThing
     except AttributeError as err:
         assert "NoSuchThing" in str(err)
     else:

@@ -11,6 +11,7 @@ import pytest
 
 from airlock.client.sandboxes import DaemonSandbox, DockerSandbox, LocalSandbox, RunResult, Sandbox
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.procs import LINGER_ARGV
 from tests.fakes.wait import pid_alive, wait_until
 
 
@@ -48,11 +49,11 @@ async def test_local_environment_is_only_what_was_given(tmp_path: Path) -> None:
 async def test_local_timeout_kills_the_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = (
-        "import os, subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "import os, signal, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])\n"
         f"open({str(pid_file)!r} + '.tmp', 'w').write(str(child.pid))\n"
         f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"
-        "time.sleep(60)\n"
+        "signal.pause()\n"
     )
     result = await LocalSandbox().run([sys.executable, "-c", script], str(tmp_path), {}, 3)
     assert result.timed_out
@@ -67,15 +68,12 @@ async def test_local_timeout_kills_the_process_group(tmp_path: Path) -> None:
 async def test_local_cancel_kills_the_process(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     script = (
-        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+        f"import os, signal; open({str(pid_file)!r}, 'w').write(str(os.getpid())); signal.pause()"
     )
     task = asyncio.create_task(
         LocalSandbox().run([sys.executable, "-c", script], str(tmp_path), {}, 60)
     )
-    for _ in range(200):
-        if pid_file.exists() and pid_file.read_text():
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(lambda: pid_file.exists() and pid_file.read_text(), message="never started")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -112,9 +110,7 @@ async def test_daemon_sandbox_runs_through_airlockd(tmp_path: Path) -> None:
         assert isinstance(result, RunResult)
         assert result.exit_code == 0, result.stderr
         assert result.stdout.split() == [str(workspace / "sub"), "airlock-gh-placeholder"]
-        slow = await sandbox.run(
-            [sys.executable, "-c", "import time; time.sleep(30)"], str(workspace), {}, 1
-        )
+        slow = await sandbox.run(list(LINGER_ARGV), str(workspace), {}, 1)
         assert slow.timed_out
 
 

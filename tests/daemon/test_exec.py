@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from airlock.daemon.errors import AirlockError
 from airlock.daemon.protocol import ExecInput
 from airlock.daemon.workspace import Workspace
 from tests.daemon.conftest import ToolCall
+from tests.fakes.wait import wait_until
 
 
 def alive(pid: int) -> bool:
@@ -26,11 +28,9 @@ def alive(pid: int) -> bool:
 
 
 async def wait_dead(pid: int) -> bool:
-    for _ in range(50):
-        if not alive(pid):
-            return True
-        await asyncio.sleep(0.05)
-    return False
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not alive(pid), timeout=5)
+    return not alive(pid)
 
 
 async def test_no_shell(tool_call: ToolCall, workspace_dir: Path) -> None:
@@ -58,9 +58,9 @@ async def test_missing_program(tool_call: ToolCall) -> None:
 async def test_timeout_kills_the_whole_group(tool_call: ToolCall, workspace_dir: Path) -> None:
     marker = workspace_dir / "grandchild.pid"
     script = (
-        "import subprocess,sys,time;"
+        "import signal,subprocess;"
         f"p=subprocess.Popen(['sleep','30']); open({str(marker)!r},'w').write(str(p.pid));"
-        "time.sleep(30)"
+        "signal.pause()"
     )
     started = time.monotonic()
     out = await tool_call("exec", {"argv": [sys.executable, "-c", script], "timeout_s": 1})
@@ -91,12 +91,9 @@ async def test_output_cap_keeps_one_end_and_spills(tool_call: ToolCall, keep: st
 
 async def test_cancellation_kills_the_group(in_process: Workspace, workspace_dir: Path) -> None:
     marker = workspace_dir / "child.pid"
-    script = f"import os,time; open({str(marker)!r},'w').write(str(os.getpid())); time.sleep(60)"
+    script = f"import os,signal; open({str(marker)!r},'w').write(str(os.getpid())); signal.pause()"
     task = asyncio.create_task(in_process.exec(ExecInput(argv=[sys.executable, "-c", script])))
-    for _ in range(100):
-        if marker.exists() and marker.read_text():
-            break
-        await asyncio.sleep(0.05)
+    await wait_until(lambda: marker.exists() and marker.read_text(), message="child never started")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -23,18 +24,7 @@ from airlock.daemon.protocol import (
     ExecStartedEvent,
 )
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
-
-
-async def wait_until(predicate: object, deadline_s: float = 20.0) -> bool:
-    """Poll ``predicate()`` until true or the (generous) deadline passes."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_s
-    while loop.time() < end:
-        if predicate():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
+from tests.fakes.wait import wait_until
 
 # One daemon for the module (starting one costs seconds on a loaded machine).
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -62,7 +52,7 @@ async def client(daemon: RunningDaemon) -> AsyncIterator[DaemonClient]:
         yield c
 
 
-async def collect(client: DaemonClient, **kw: object) -> list[ExecEvent]:
+async def collect(client: DaemonClient, **kw: Any) -> list[ExecEvent]:
     return [event async for event in client.exec_stream(**kw)]
 
 
@@ -146,7 +136,9 @@ async def test_timeout_ends_with_a_timed_out_exit(client: DaemonClient) -> None:
 async def test_disconnect_kills_the_group(client: DaemonClient) -> None:
     script = "sleep 300 & echo $!; sleep 300"
     pids: list[int] = []
-    async with contextlib.aclosing(client.exec_stream(argv=["sh", "-c", script])) as events:
+    stream = client.exec_stream(argv=["sh", "-c", script])
+    assert isinstance(stream, AsyncGenerator)  # aclosing() needs its aclose()
+    async with contextlib.aclosing(stream) as events:
         async for event in events:
             if isinstance(event, ExecStartedEvent):
                 pids.append(event.pid)
@@ -155,8 +147,8 @@ async def test_disconnect_kills_the_group(client: DaemonClient) -> None:
                 break
     await client.aclose()
     assert len(pids) == 2
-    assert await wait_until(lambda: not any(alive(p) for p in pids)), (
-        "the group outlived its client"
+    await wait_until(
+        lambda: not any(alive(p) for p in pids), message="the group outlived its client"
     )
 
 
@@ -219,11 +211,20 @@ async def test_a_slow_client_still_gets_every_byte(client: DaemonClient) -> None
     async for event in client.exec_stream(argv=[sys.executable, "-c", script]):
         if isinstance(event, ExecStartedEvent):
             pid = event.pid
-            await asyncio.sleep(0.5)  # let the command fill every buffer on the way
+
+            # Read nothing until the command has exited with its output still queued.
+            def exited(started: int = pid) -> bool:
+                return not alive(started)
+
+            await wait_until(
+                exited,
+                timeout=10,
+                message="the command should have exited while output was still queued",
+            )
+            paused_after_exit = True
+            # The point of the test: a client slower than the daemon's drain grace.
+            await asyncio.sleep(3)
         elif isinstance(event, ExecOutputEvent):
             got += len(event.data)
-            if not paused_after_exit and await wait_until(lambda p=pid: not alive(p), 10):
-                paused_after_exit = True
-                await asyncio.sleep(3)  # longer than the daemon's drain grace
     assert paused_after_exit, "the command should have exited while output was still queued"
     assert got == 1 << 20

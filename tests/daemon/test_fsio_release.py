@@ -8,8 +8,8 @@ must be closed (nothing keeps a deleted inode, and its disk space, alive).
 
 from __future__ import annotations
 
+import contextlib
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ import pytest
 from airlock.daemon import fsio
 from airlock.daemon.context import DaemonConfig
 from airlock.daemon.workspace import Workspace
+from tests.fakes.wait import wait_until_sync
 
 
 def _workspace(tmp_path: Path) -> Workspace:
@@ -57,9 +58,8 @@ def test_a_replaced_big_file_lands_and_its_old_inode_is_released(tmp_path: Path)
     assert after.st_ino != before.st_ino
     # The old inode's descriptor is closed by the background thread (a liveness wait,
     # not a timing claim: the deadline is far beyond any scheduling delay).
-    deadline = time.monotonic() + 30
-    while _fds_on(before.st_ino, before.st_dev) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    with contextlib.suppress(AssertionError):
+        wait_until_sync(lambda: not _fds_on(before.st_ino, before.st_dev))
     assert _fds_on(before.st_ino, before.st_dev) == []
 
 

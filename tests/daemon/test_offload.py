@@ -6,13 +6,19 @@ import asyncio
 import contextlib
 import os
 import threading
-import time
 from functools import partial
 from pathlib import Path
 
 import pytest
 
 from airlock.daemon.offload import ThreadHop
+from tests.fakes.wait import wait_until
+
+
+def _gated(started: threading.Event, gate: threading.Event) -> bool:
+    """A job that says it runs, then holds its worker until ``gate`` opens."""
+    started.set()
+    return gate.wait(10)
 
 
 def _worker_threads() -> int:
@@ -42,10 +48,10 @@ async def test_exception_reaches_the_caller_unchanged() -> None:
 
 async def test_a_blocked_job_does_not_stall_the_others() -> None:
     hop = ThreadHop(max_workers=4)
-    gate = threading.Event()
+    gate, started = threading.Event(), threading.Event()
     try:
-        blocked = asyncio.ensure_future(hop.run(lambda: gate.wait(10)))
-        await asyncio.sleep(0.05)
+        blocked = asyncio.ensure_future(hop.run(partial(_gated, started, gate)))
+        await wait_until(started.is_set, message="the blocking job never started")
         assert await asyncio.wait_for(hop.run(lambda: "quick"), 5) == "quick"
         assert not blocked.done()
         gate.set()
@@ -57,10 +63,10 @@ async def test_a_blocked_job_does_not_stall_the_others() -> None:
 
 async def test_cancelled_caller_leaves_the_worker_usable() -> None:
     hop = ThreadHop(max_workers=1)
-    gate = threading.Event()
+    gate, started = threading.Event(), threading.Event()
     try:
-        call = asyncio.ensure_future(hop.run(lambda: gate.wait(10)))
-        await asyncio.sleep(0.05)
+        call = asyncio.ensure_future(hop.run(partial(_gated, started, gate)))
+        await wait_until(started.is_set, message="the blocking job never started")
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
@@ -84,10 +90,10 @@ async def test_idle_workers_exit_and_come_back() -> None:
     before = _worker_threads()
     hop = ThreadHop(max_workers=2, idle_seconds=0.1)
     try:
-        await asyncio.gather(*(hop.run(lambda: time.sleep(0.05)) for _ in range(2)))
-        deadline = time.monotonic() + 5
-        while _worker_threads() > before and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        both = threading.Barrier(2)  # two jobs at once: two workers
+        await asyncio.gather(*(hop.run(partial(both.wait, 5)) for _ in range(2)))
+        with contextlib.suppress(AssertionError):
+            await wait_until(lambda: _worker_threads() <= before, timeout=5)
         assert _worker_threads() <= before
         assert await hop.run(lambda: "again") == "again"
     finally:
@@ -97,12 +103,12 @@ async def test_idle_workers_exit_and_come_back() -> None:
 async def test_close_stops_workers_and_refuses_new_work() -> None:
     before = _worker_threads()
     hop = ThreadHop(max_workers=2)
-    await asyncio.gather(*(hop.run(lambda: time.sleep(0.02)) for _ in range(2)))
+    both = threading.Barrier(2)  # two jobs at once: two workers
+    await asyncio.gather(*(hop.run(partial(both.wait, 5)) for _ in range(2)))
     hop.close()
     hop.close()  # idempotent
-    deadline = time.monotonic() + 5
-    while _worker_threads() > before and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: _worker_threads() <= before, timeout=5)
     assert _worker_threads() <= before
     with pytest.raises(RuntimeError, match="closed"):
         await hop.run(lambda: None)
@@ -111,7 +117,8 @@ async def test_close_stops_workers_and_refuses_new_work() -> None:
 async def test_sequential_calls_after_a_burst_reuse_the_last_worker() -> None:
     hop = ThreadHop(max_workers=4)
     try:
-        await asyncio.gather(*(hop.run(lambda: time.sleep(0.02)) for _ in range(4)))
+        burst = threading.Barrier(4)  # four jobs at once: four workers
+        await asyncio.gather(*(hop.run(partial(burst.wait, 5)) for _ in range(4)))
         idents = {await hop.run(threading.get_ident) for _ in range(20)}
         assert len(idents) == 1  # last in, first out: the warm worker keeps the work
     finally:
@@ -120,11 +127,11 @@ async def test_sequential_calls_after_a_burst_reuse_the_last_worker() -> None:
 
 async def test_close_still_runs_the_jobs_already_accepted() -> None:
     hop = ThreadHop(max_workers=1)
-    gate = threading.Event()
-    first = asyncio.ensure_future(hop.run(lambda: gate.wait(10)))
-    await asyncio.sleep(0.02)
+    gate, started = threading.Event(), threading.Event()
+    first = asyncio.ensure_future(hop.run(partial(_gated, started, gate)))
+    await wait_until(started.is_set, message="the first job never started")
     queued = [asyncio.ensure_future(hop.run(partial(int, i))) for i in range(5)]
-    await asyncio.sleep(0.02)
+    await wait_until(lambda: len(hop._backlog) == 5, message="the jobs were never queued")
     hop.close()
     gate.set()
     assert await first is True

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +42,7 @@ async def expect_escape(call: ToolCall, name: str, args: dict[str, object]) -> N
     assert info.value.code == "path_escape", info.value.message
 
 
-WRITE_CASES = [
+WRITE_CASES: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
     ("file_write", lambda p: {"path": p, "content": "pwned\n"}),
     ("file_patch", lambda p: {"path": p, "old_string": "secret", "new_string": "pwned"}),
 ]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, Literal
 
 import aiohttp
 import pytest
@@ -19,6 +21,7 @@ from airlock.daemon.procs.tree import alive
 from airlock.daemon.protocol import MAX_LIVE_PROCESSES, ProcessReadOutput
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.net import free_port
+from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -68,13 +71,9 @@ class Log:
 
 
 async def wait_gone(pids: list[int], deadline_s: float = 20.0) -> bool:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_s
-    while loop.time() < end:
-        if not any(alive(p) for p in pids):
-            return True
-        await asyncio.sleep(0.05)
-    return False
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not any(alive(p) for p in pids), timeout=deadline_s)
+    return not any(alive(p) for p in pids)
 
 
 async def test_dev_server_answers_while_the_agent_reads_its_log(client: DaemonClient) -> None:
@@ -118,7 +117,7 @@ async def test_cat_echoes_what_process_write_sends_then_eof(client: DaemonClient
 async def test_long_poll_wakes_on_output(client: DaemonClient) -> None:
     started = await client.process_start(argv=["cat"])
     reader = asyncio.create_task(client.process_read(id=started.id, offset=0, wait_ms=30000))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # let the read start first (it must not matter)
     await client.process_write(id=started.id, data="ping\n")
     # Generous deadline: far below wait_ms, so only a wake-up on output can meet it.
     part = await asyncio.wait_for(reader, 20)
@@ -127,7 +126,11 @@ async def test_long_poll_wakes_on_output(client: DaemonClient) -> None:
 
 
 async def test_process_kill_signals(client: DaemonClient) -> None:
-    for name, number in (("INT", signal.SIGINT), ("KILL", signal.SIGKILL)):
+    kinds: tuple[tuple[Literal["INT", "KILL"], int], ...] = (
+        ("INT", signal.SIGINT),
+        ("KILL", signal.SIGKILL),
+    )
+    for name, number in kinds:
         started = await client.process_start(argv=["sleep", "300"])
         killed = await client.process_kill(id=started.id, signal=name)
         assert killed.running is False and killed.exit_code is None and killed.signal == name
@@ -141,13 +144,13 @@ async def test_process_kill_signals(client: DaemonClient) -> None:
 
 async def test_kill_takes_the_whole_tree(client: DaemonClient) -> None:
     script = (
-        "import os, sys, time\n"
+        "import os, signal, sys\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
-        "        print(os.getpid(), flush=True); time.sleep(300)\n"
+        "        print(os.getpid(), flush=True); signal.pause()\n"
         "    os._exit(0)\n"
-        "time.sleep(300)\n"
+        "signal.pause()\n"
     )
     started = await client.process_start(argv=[sys.executable, "-c", script])
     log = Log(client, started.id)
@@ -223,7 +226,7 @@ async def test_read_scope(daemon: RunningDaemon, client: DaemonClient) -> None:
 
 
 async def test_bad_inputs_are_envelopes(client: DaemonClient) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"argv": []}, "invalid_request"),
         ({"argv": ["definitely-not-a-program-xyz"]}, "not_found"),
         ({"argv": ["true"], "cwd": "/"}, "path_escape"),
@@ -243,13 +246,13 @@ async def test_daemon_sigterm_leaves_no_process_behind(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     escaper = (
-        "import os, time\n"
+        "import os, signal\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
-        "        print(os.getpid(), flush=True); time.sleep(300)\n"
+        "        print(os.getpid(), flush=True); signal.pause()\n"
         "    os._exit(0)\n"
-        "print(os.getpid(), flush=True); time.sleep(300)\n"
+        "print(os.getpid(), flush=True); signal.pause()\n"
     )
     pids: list[int] = []
     async with running_daemon(workspace) as daemon:

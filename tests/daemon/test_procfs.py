@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 from airlock.daemon.procfs import task_files
+from tests.fakes.procs import LINGER_ARGV
 
 
 def test_children_of_every_thread_are_listed() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    child = subprocess.Popen(LINGER_ARGV)
     try:
         listed = {int(x) for _, data in task_files(os.getpid(), "children") for x in data.split()}
         assert child.pid in listed

@@ -20,6 +20,7 @@ import pytest
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.errors import AirlockError
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.procs import processes_with
 from tests.fakes.wait import wait_until
 
 WRITE_TOKEN = "w-" + "1" * 40
@@ -151,8 +152,8 @@ async def test_socket_mode_stale_live_and_sigterm(workspace_dir: Path) -> None:
         assert second.returncode == 1 and b"running process" in err
         # SIGTERM drains an in-flight request before exiting, then removes the socket.
         async with d.client() as c:
-            slow = asyncio.create_task(c.exec(argv=["sleep", "1"]))
-            await asyncio.sleep(0.3)
+            slow = asyncio.create_task(c.exec(argv=["sleep", "1.0314"]))
+            await wait_until(lambda: processes_with("1.0314"), message="the exec never started")
             d.process.send_signal(signal.SIGTERM)
             result = await slow
             assert result.exit_code == 0
@@ -163,8 +164,8 @@ async def test_socket_mode_stale_live_and_sigterm(workspace_dir: Path) -> None:
 
 async def test_health_answers_during_long_exec(workspace_dir: Path) -> None:
     async with running_daemon(workspace_dir) as d, d.client() as c:
-        long = asyncio.create_task(c.exec(argv=["sleep", "5"]))
-        await asyncio.sleep(0.3)
+        long = asyncio.create_task(c.exec(argv=["sleep", "5.0314"]))
+        await wait_until(lambda: processes_with("5.0314"), message="the exec never started")
         started = time.monotonic()
         async with DaemonClient(socket=str(d.socket)) as other:
             health = await other.health()

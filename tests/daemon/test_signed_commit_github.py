@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.github import FakeGitHub
+from tests.fakes.wait import wait_until
 
 REPO = "acme/widgets"
 GIT_IDENTITY = {
@@ -257,11 +258,14 @@ async def _move_branch_on_graphql(gh: FakeGitHub, times: int) -> list[str]:
     moved: list[str] = []
     seen = 0
     while len(moved) < times:
-        count = sum(1 for r in gh.requests if r.path == "/graphql")
-        if count > seen:
-            seen = count
-            moved.append(await new_remote_commit(gh, "main", f"concurrent {len(moved)}"))
-        await asyncio.sleep(0.01)
+
+        def arrived(after: int = seen) -> int:
+            count = sum(1 for r in gh.requests if r.path == "/graphql")
+            return count if count > after else 0
+
+        # Polled every 10 ms: main must move inside the fake's 0.4 s delay.
+        seen = await wait_until(arrived, timeout=120, interval=0.01, max_interval=0.01)
+        moved.append(await new_remote_commit(gh, "main", f"concurrent {len(moved)}"))
     return moved
 
 

@@ -169,6 +169,10 @@ async def test_signed_commit_through_shell_and_proxy(world: World) -> None:
         assert real[0] not in text
     # The lease is gone and the proxy audited the swaps.
     assert await world.pc.list_leases(world.session.session_id) == []
+    await world.proxy.await_audit(
+        lambda e: "swap" in str(e.get("event", "")) and e.get("host") == "github.com",
+        what="swap for github.com",
+    )
     hosts = {e.get("host") for e in world.proxy.audit_events() if "swap" in str(e.get("event", ""))}
     assert {"api.github.com", "github.com"} <= hosts
 

@@ -16,12 +16,9 @@ from airlock.daemon.workspace import Workspace
 
 
 def _same_type(a: Any, b: Any) -> bool:
-    strip = (
-        (lambda t: typing.get_args(t)[0])
-        if typing.get_origin(b) is typing.Annotated
-        else (lambda t: t)
-    )
-    return set(typing.get_args(a) or [a]) == set(typing.get_args(strip(b)) or [strip(b)])
+    if typing.get_origin(b) is typing.Annotated:
+        b = typing.get_args(b)[0]
+    return set(typing.get_args(a) or [a]) == set(typing.get_args(b) or [b])
 
 
 def test_names_are_unique() -> None:

@@ -148,7 +148,7 @@ async def test_every_hostile_member_is_refused_and_nothing_is_written(
         error = body["error"]
         assert isinstance(error, dict)
         assert status in (400, 403), (label, body)
-        assert error["details"]["member"] == bad[0].name, (label, body)  # type: ignore[index]
+        assert error["details"]["member"] == bad[0].name, (label, body)
         assert bad[0].name[:40] in str(error["message"]), (label, body)
         assert snapshot(agent.workspace) == before, f"{label}: the tree changed"
     assert list(outside.iterdir()) == []

@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.deploy.manifests import load_docs
 from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
+from tests.fakes.wait import wait_until_sync
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROL_GET = REPO / "deploy" / "docker" / "control-get.py"
@@ -155,11 +155,11 @@ def test_init_container_installs_the_ca_and_the_proxy_serves_it_with_token_probe
                 check=False,
             )
 
-        deadline = time.monotonic() + 30
-        while probe("startupProbe").returncode != 0:
+        def started() -> bool:
             assert process.poll() is None, (pod.base / "tmp" / "proxy.log").read_text()
-            assert time.monotonic() < deadline, "startup probe never passed"
-            time.sleep(0.2)
+            return probe("startupProbe").returncode == 0
+
+        wait_until_sync(started, timeout=30, message="startup probe never passed")
         assert probe("readinessProbe").returncode == 0
         assert probe("livenessProbe").returncode == 0
 

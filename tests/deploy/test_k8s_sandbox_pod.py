@@ -11,7 +11,6 @@ needs it, and commands run as the pod user with the CA variables set.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -31,6 +30,7 @@ from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
 from tests.fakes.tls import TestCA
+from tests.fakes.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINT = Path("deploy") / "docker" / "sandbox-entrypoint.sh"  # inside the shared view
@@ -166,17 +166,16 @@ async def test_airlockd_serves_the_template_as_the_pod_user(
     probe = pod.container["readinessProbe"]["httpGet"]["path"]
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(300):
+
+            async def ready() -> bool:
                 assert proc.poll() is None, proc.stdout.read() if proc.stdout else b""
                 try:
                     async with http.get(url + probe) as resp:
-                        if resp.status == 200:
-                            break
+                        return resp.status == 200
                 except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
-            else:
-                pytest.fail("the readiness probe never passed")
+                    return False
+
+            await wait_until(ready, timeout=30, message="the readiness probe never passed")
             async with http.get(url + "/v1/tools") as resp:
                 assert resp.status == 401, "only the health route is open on TCP"
             headers = {"Authorization": f"Bearer {TOKEN}"}

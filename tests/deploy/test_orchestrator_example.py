@@ -98,7 +98,9 @@ async def test_agent_turn_against_real_proxy_daemon_and_local_github(
                 await ex.agent_turn(config, StaticTokenProvider(token))
                 async with proxy.client() as pc:
                     health = await pc.health()
-            events = proxy.audit_events()
+            events = await proxy.await_audit(
+                lambda e: e["event"] == "session_deleted", what="session_deleted"
+            )
     out = capsys.readouterr().out
     steps = [line for line in out.splitlines() if line.startswith('{"step"')]
     names = [line.split('"')[3] for line in steps]

@@ -18,14 +18,15 @@ import ssl
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from airlock.daemon.procfs import task_files
 from tests.fakes.tls import TestCA
+from tests.fakes.wait import wait_until_sync
 
 ENTRYPOINT = Path("deploy") / "docker" / "sandbox-entrypoint.sh"  # inside the shared view
 CA_VARS = (
@@ -277,6 +278,11 @@ def test_a_rotation_bundle_of_two_cas_trusts_both(root: Root) -> None:
     assert old.ca_path.read_text() in bundle and root.ca.ca_path.read_text() in bundle
 
 
+def _child_named(pid: int, name: str) -> bool:
+    children = [int(c) for _, data in task_files(pid, "children") for c in data.split()]
+    return any(data.strip() == name.encode() for c in children for _, data in task_files(c, "comm"))
+
+
 def test_waits_for_a_ca_that_arrives_late(root: Root) -> None:
     """compose's ca-export may finish after the sandbox starts: AIRLOCK_PROXY_CA_WAIT_S."""
     late = root.dir / "late" / "proxy-ca.pem"
@@ -289,7 +295,11 @@ def test_waits_for_a_ca_that_arrives_late(root: Root) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)
+    # Its wait loop runs `sleep 1` as a child while the CA is missing.
+    wait_until_sync(
+        lambda: proc.poll() is not None or _child_named(proc.pid, "sleep"),
+        message="the entrypoint never entered its wait loop",
+    )
     assert proc.poll() is None, "it must still be waiting"
     shutil.copy(root.ca.ca_path, late)
     out, err = proc.communicate(timeout=30)

@@ -29,7 +29,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +54,7 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.net import free_port
 from tests.fakes.processes import stop_process
 from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.wait import wait_until, wait_until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -201,11 +201,16 @@ def redis_in(topo: Topology, directory: Path) -> Iterator[str]:
     )  # fmt: skip
     ping = f"AUTH {password}\r\nPING\r\n".encode()
     try:
-        deadline = time.monotonic() + 15
-        while not _redis_answers(topo.proxy_admin_addr, port, ping):
-            if proc.poll() is not None or time.monotonic() > deadline:
+
+        def answers() -> bool:
+            if proc.poll() is not None:
                 raise RuntimeError("redis-server did not start in the proxy namespace")
-            time.sleep(0.05)
+            return _redis_answers(topo.proxy_admin_addr, port, ping)
+
+        try:
+            wait_until_sync(answers, timeout=15)
+        except AssertionError:
+            raise RuntimeError("redis-server did not start in the proxy namespace") from None
         yield f"redis://:{password}@{topo.proxy_admin_addr}:{port}/0"
     finally:
         stop_process(proc)
@@ -255,7 +260,7 @@ class EnvSpy:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await asyncio.to_thread(self.sample)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # a sampler's pace, not a wait for a condition
 
 
 @dataclass
@@ -533,6 +538,16 @@ async def test_full_agent_turn_through_the_isolated_topology(world: World) -> No
     sandbox_files = _files_under(w.workspace, w.base / "d", w.base / "cfg", w.base / "tmp")
     assert len(sandbox_files) > 5
     _assert_no_token(tokens, sandbox_files, "a sandbox file")
+
+    def swapped_hosts() -> set[object]:
+        return {
+            e.get("host") for p in w.proxies for e in p.audit_events() if e.get("event") == "swap"
+        }
+
+    await wait_until(
+        lambda: swapped_hosts() >= {"api.github.com", "github.com"}, message="swap lines missing"
+    )
+    await w.proxies[1].await_audit(lambda e: e.get("event") == "swap", what="a swap on replica B")
     for proxy in w.proxies:
         written = [p.read_bytes().decode(errors="replace") for p in proxy.written_files()]
         _assert_no_token(tokens, written, "a proxy log or audit file")
@@ -669,11 +684,12 @@ async def test_replica_killed_during_a_command_orphaned_lease_is_removed_via_the
     async with w.proxies[0].client() as pa, w.proxies[1].client() as pb:
         shell_a = w.shell(0, pa)
         task = asyncio.create_task(shell_a.run(w.call("gh api repos/acme/widgets --jq .name")))
-        for _ in range(600):
-            if any(r.path == "/repos/acme/widgets" for r in w.github.requests):
-                break
-            await asyncio.sleep(0.02)
-        else:
+        try:
+            await wait_until(
+                lambda: any(r.path == "/repos/acme/widgets" for r in w.github.requests),
+                timeout=12,
+            )
+        except AssertionError:
             task.cancel()
             pytest.fail("the request never reached the local GitHub")
         proc_a = w.proxies[0].process

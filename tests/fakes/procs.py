@@ -12,6 +12,23 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
+
+#: A Python program that does nothing until a signal kills it (a child to kill).
+LINGER = "import signal\nwhile True:\n    signal.pause()\n"
+#: ``LINGER`` as an argv.
+LINGER_ARGV = (sys.executable, "-c", LINGER)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of the processes whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(entry))
+    return found
 
 
 def _signal(pid: int, sig: int, group: bool) -> None:

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,9 @@ from urllib.parse import urlsplit
 from airlock.client.proxy import ProxyClient
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.net import free_port
+from tests.fakes.wait import wait_until, wait_until_sync
+
+AuditPredicate = Callable[[dict[str, Any]], object]
 
 PROXY_BIN = Path(sys.executable).with_name("airlock-proxy")
 
@@ -220,10 +223,10 @@ class ProxyProcess:
         env.update(extra)
         return env
 
-    def audit_events(self, settle_s: float = 0.2) -> list[dict[str, Any]]:
-        """Parsed audit lines. The proxy flushes its audit log every 50 ms, so
-        this first waits ``settle_s`` for lines of just-finished requests."""
-        time.sleep(settle_s)
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit lines written so far, parsed. The proxy flushes its audit log
+        every 50 ms: wait for the line you expect with :meth:`wait_audit` or
+        :meth:`await_audit` before asserting on lines of a just-finished request."""
         if not self.audit_log.exists():
             return []
         out: list[dict[str, Any]] = []
@@ -231,6 +234,45 @@ class ProxyProcess:
             if line.strip():
                 out.append(json.loads(line))
         return out
+
+    def _audit_matches(self, predicate: AuditPredicate, count: int) -> list[dict[str, Any]]:
+        events = self.audit_events()
+        return events if sum(1 for e in events if predicate(e)) >= count else []
+
+    def wait_audit(
+        self, predicate: AuditPredicate, *, count: int = 1, what: str = "an audit line"
+    ) -> list[dict[str, Any]]:
+        """Block until ``count`` audit lines match ``predicate``; return every line."""
+        return wait_until_sync(
+            lambda: self._audit_matches(predicate, count), message=f"no {what} in the audit log"
+        )
+
+    async def await_audit(
+        self, predicate: AuditPredicate, *, count: int = 1, what: str = "an audit line"
+    ) -> list[dict[str, Any]]:
+        """:meth:`wait_audit` for async tests (the event loop keeps running)."""
+        return await wait_until(
+            lambda: self._audit_matches(predicate, count), message=f"no {what} in the audit log"
+        )
+
+    def flush_audit(self) -> None:
+        """Block until every audit line queued so far is on disk (sync tests only).
+
+        The writer keeps order, so a marker session created and deleted now is a
+        barrier: once its ``session_deleted`` line is written, so is every line
+        queued before it."""
+
+        async def marker() -> str:
+            async with self.client() as client:
+                info = await client.create_session(allow=["flush.invalid"], ttl_s=60)
+                await client.delete_session(info.session_id)
+                return info.session_id
+
+        sid = asyncio.run(marker())
+        self.wait_audit(
+            lambda e: e["event"] == "session_deleted" and e.get("session") == sid,
+            what="the flush marker's session_deleted",
+        )
 
     def written_files(self) -> list[Path]:
         """Everything the proxy wrote, except the CA private key files."""

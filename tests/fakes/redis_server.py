@@ -12,13 +12,16 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, cast
 
 import pytest
 
 from tests.fakes.net import free_port as _free_port
+
+T = TypeVar("T")
 
 
 def _ping(port: int) -> bool:
@@ -94,3 +97,45 @@ async def redis_server() -> AsyncIterator[str]:
     """Yield the URL of a fresh redis-server; kill it on exit."""
     with redis_server_sync() as server:
         yield server.url
+
+
+def reply(value: Awaitable[T] | T) -> T:
+    """redis-py types every reply as ``Awaitable | value``; the sync client returns the value."""
+    return cast(T, value)
+
+
+def redis_contents(port: int) -> list[bytes]:
+    """Every key name and every value in every data type (and each key's DUMP), as bytes.
+
+    What a reader of the Redis server (a stolen snapshot, a replica) would see: the
+    tests grep it for secrets that must never be stored in clear.
+    """
+    import redis as redis_sync
+
+    r = redis_sync.Redis(port=port)
+    out: list[bytes] = []
+    try:
+        for key in r.scan_iter(count=1000):
+            out.append(key)
+            kind = r.type(key)
+            if kind == b"string":
+                out.append(reply(r.get(key)) or b"")
+            elif kind == b"set":
+                out.extend(reply(r.smembers(key)))
+            elif kind == b"hash":
+                for k, v in reply(r.hgetall(key)).items():
+                    out += [k, v]
+            elif kind == b"list":
+                out.extend(reply(r.lrange(key, 0, -1)))
+            elif kind == b"zset":
+                out.extend(reply(r.zrange(key, 0, -1)))
+            elif kind == b"stream":
+                for _, fields in reply(r.xrange(key)):
+                    for k, v in fields.items():
+                        out += [k, v]
+            dumped = reply(r.dump(key))
+            if dumped:
+                out.append(dumped)
+    finally:
+        r.close()
+    return out

@@ -117,7 +117,8 @@ def bomb(enc: str, mib: int) -> bytes:
         return b"".join(z.compress(block) for _ in range(mib)) + z.flush()
     if enc == "br":
         c = brotli.Compressor(quality=5)
-        return b"".join(c.process(block) for _ in range(mib)) + c.finish()
+        packed: bytes = b"".join(c.process(block) for _ in range(mib)) + c.finish()
+        return packed
     if enc == "zstd":
         zc = zstandard.ZstdCompressor(level=3).compressobj()
         return b"".join(zc.compress(block) for _ in range(mib)) + zc.flush()

@@ -24,6 +24,7 @@ async def wait_until(
     *,
     timeout: float = ...,
     interval: float = ...,
+    max_interval: float = ...,
     message: str = ...,
 ) -> T: ...
 @overload
@@ -32,6 +33,7 @@ async def wait_until(
     *,
     timeout: float = ...,
     interval: float = ...,
+    max_interval: float = ...,
     message: str = ...,
 ) -> T: ...
 async def wait_until(
@@ -39,12 +41,14 @@ async def wait_until(
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     interval: float = 0.02,
+    max_interval: float = 0.25,
     message: str = "condition never held",
 ) -> T:
     """Await until ``condition()`` (sync or async) returns a truthy value; return it.
 
-    The interval grows to at most 0.25 s, so a slow condition (a subprocess, a
-    network round trip) is not hammered.
+    The interval grows to at most ``max_interval`` (0.25 s), so a slow condition
+    (a subprocess, a network round trip) is not hammered; a race that must see
+    the condition within a window passes a smaller one.
     """
     deadline = time.monotonic() + timeout
     pause = interval
@@ -57,7 +61,7 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{message} (waited {timeout:.0f} s)")
         await asyncio.sleep(pause)
-        pause = min(pause * 1.5, 0.25)
+        pause = min(pause * 1.5, max_interval)
 
 
 def wait_until_sync(
@@ -65,6 +69,7 @@ def wait_until_sync(
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     interval: float = 0.02,
+    max_interval: float = 0.25,
     message: str = "condition never held",
 ) -> T:
     """:func:`wait_until` for synchronous tests."""
@@ -77,7 +82,7 @@ def wait_until_sync(
         if time.monotonic() > deadline:
             raise AssertionError(f"{message} (waited {timeout:.0f} s)")
         time.sleep(pause)
-        pause = min(pause * 1.5, 0.25)
+        pause = min(pause * 1.5, max_interval)
 
 
 def pid_alive(pid: int) -> bool:

@@ -6,11 +6,14 @@ stay independent; the upstreams live for the whole session.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
 
@@ -60,6 +63,49 @@ def github_resolve(github: EchoUpstream, other: EchoUpstream, plain: EchoUpstrea
         f"plain.test:80:127.0.0.1:{plain.port}",
         f"api.github.com:80:127.0.0.1:{plain.port}",
     ]
+
+
+#: ``start(name, resolve=(), **kwargs)``: a context manager running one airlock-proxy.
+ProxyFactory = Callable[..., contextlib.AbstractContextManager[ProxyProcess]]
+
+
+def proxy_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+    ca: TestCA,
+    github: EchoUpstream,
+    other: EchoUpstream,
+    plain: EchoUpstream,
+) -> ProxyFactory:
+    """Starts airlock-proxies that reach these upstreams and trust ``ca``.
+
+    ``name`` names the state directory, ``resolve`` adds to the upstreams'
+    entries, other keywords (``extra_args``, ``store``...) go to
+    :func:`proxy_process`.
+    """
+
+    def start(
+        name: str, *, resolve: Sequence[str] = (), **kwargs: Any
+    ) -> contextlib.AbstractContextManager[ProxyProcess]:
+        return proxy_process(
+            tmp_path_factory.mktemp(name),
+            resolve=[*github_resolve(github, other, plain), *resolve],
+            upstream_ca=ca.ca_path,
+            **kwargs,
+        )
+
+    return start
+
+
+@pytest.fixture(scope="module")
+def start_proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+    upstream_ca: TestCA,
+    github: EchoUpstream,
+    other: EchoUpstream,
+    plain: EchoUpstream,
+) -> ProxyFactory:
+    """:func:`proxy_factory` over this directory's upstreams."""
+    return proxy_factory(tmp_path_factory, upstream_ca, github, other, plain)
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import socket
 import ssl
@@ -135,7 +134,6 @@ async def test_ca_pem_is_served_and_matches_the_state_dir(tmp_path: Path) -> Non
     nc = cert.extensions.get_extension_for_class(x509.NameConstraints).value
     assert {str(n.value) for n in nc.permitted_subtrees or []} == INTERCEPT
     assert stat.S_IMODE((proxy.state_dir / "ca.key").stat().st_mode) == 0o600
-    await asyncio.sleep(0)
 
 
 def test_operator_provided_ca_is_never_replaced_silently(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import base64
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from airlock.proxy.config import (
 from airlock.proxy.hosts import host_matches, parse_ip, refused_address
 from tests.fakes.net import free_port
 from tests.fakes.proxy_harness import PROXY_BIN
+from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -44,11 +44,12 @@ async def test_make_run_invocation_with_relative_paths(tmp_path: Path) -> None:
     )  # fmt: skip
     sock = tmp_path / ".airlock" / "proxy.sock"
     try:
-        deadline = time.monotonic() + 20
-        while not sock.exists():
+
+        def started() -> bool:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+            return sock.exists()
+
+        await wait_until(started, timeout=20, message="airlock-proxy never made its socket")
         async with ProxyClient(f"unix:{sock}") as client:
             assert (await client.health()).status == "ok"
             info = await client.create_session(allow=["api.github.com"])

@@ -111,7 +111,11 @@ async def test_session_and_lease_lifecycle(unix_proxy: ProxyProcess) -> None:
             await client.put_lease("sbx-1", "x", [api_rule(ph, real)], ttl_s=5)
         assert nolease.value.status == 404
 
-    events = [e["event"] for e in unix_proxy.audit_events() if e.get("session") == "sbx-1"]
+    audit = await unix_proxy.await_audit(
+        lambda e: e["event"] == "session_deleted" and e.get("session") == "sbx-1",
+        what="session_deleted for sbx-1",
+    )
+    events = [e["event"] for e in audit if e.get("session") == "sbx-1"]
     assert events == [
         "session_created",
         "lease_created",

@@ -7,16 +7,17 @@ import asyncio
 import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from airlock.proxy.protocol import SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until
-from tests.proxy.conftest import github_resolve
+from tests.proxy.conftest import ProxyFactory
 from tests.proxy.helpers import curl, curl_connect_status, run
 
 pytestmark = pytest.mark.timeout(120)
@@ -24,21 +25,14 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
-    untrusted: EchoUpstream,
+    start_proxy: ProxyFactory, other: EchoUpstream, untrusted: EchoUpstream
 ) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("egress"),
+    with start_proxy(
+        "egress",
         resolve=[
-            *github_resolve(github, other, plain),
             f"vercel.com:443:127.0.0.1:{untrusted.port}",
             f"operator-allowed.test:443:127.0.0.1:{other.port}",
         ],
-        upstream_ca=upstream_ca.ca_path,
         control_tcp=True,
         allow=["operator-allowed.test"],
     ) as p:
@@ -60,10 +54,17 @@ async def test_host_outside_allow_patterns_is_refused(proxy: ProxyProcess) -> No
     assert await curl_connect_status(env, "https://github.com/") == 403
     assert await curl_connect_status(env, "https://example.org/") == 403  # *.x excludes apex
     assert await curl_connect_status(env, "https://api.github.com/") == 200
-    events = [e for e in proxy.audit_events() if e.get("session") == info.session_id]
-    assert any(
-        e.get("reason") == "host_not_allowed" and e.get("host") == "github.com" for e in events
-    )
+
+    def github_refused(e: dict[str, Any]) -> bool:
+        return (
+            e.get("session") == info.session_id
+            and e.get("reason") == "host_not_allowed"
+            and e.get("host") == "github.com"
+        )
+
+    audit = await proxy.await_audit(github_refused, what="host_not_allowed for github.com")
+    events = [e for e in audit if e.get("session") == info.session_id]
+    assert any(github_refused(e) for e in events)
 
 
 @pytest.mark.parametrize(
@@ -122,7 +123,10 @@ async def test_operator_resolve_onto_control_api_is_refused(
         async with proc.client() as client:
             info = await client.create_session(allow=["ctl.test"], ttl_s=60)
         assert await curl_connect_status(proc.client_env(info), "https://ctl.test/v1/health") == 403
-        assert any(e.get("reason") == "control_api" for e in proc.audit_events())
+        audit = await proc.await_audit(
+            lambda e: e.get("reason") == "control_api", what="control_api refusal"
+        )
+        assert any(e.get("reason") == "control_api" for e in audit)
     finally:
         await asyncio.to_thread(proc.stop)
 

@@ -23,6 +23,7 @@ from airlock.proxy.expiry import ExpiryWatcher
 from airlock.proxy.protocol import LeaseRule
 from airlock.proxy.store.base import LeaseRecord, SessionRecord, hash_secret, now
 from airlock.proxy.store.memory import MemoryStore
+from tests.fakes.wait import wait_until
 
 SESSIONS = ["sa", "sb", "sc"]
 LEASES = ["l1", "l2", "l3"]
@@ -83,8 +84,8 @@ async def _audited(
             deleted.add(sid)
             due = {key for key in due if key[0] != sid}
     task = asyncio.create_task(watcher.run())
-    for _ in range(5):
-        await asyncio.sleep(0)
+    # Everything is already due, so one pass empties the heap.
+    await wait_until(lambda: watcher.pending() == 0, interval=0.001)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     audit.close()

@@ -141,7 +141,7 @@ async def test_minted_tokens_never_reach_redis(tmp_path: Path) -> None:
 
 
 async def _check_redis(tmp_path: Path, url: str, port: int) -> None:
-    import redis as redis_sync
+    from tests.fakes.redis_server import redis_contents
 
     async with github_behind_proxy(
         tmp_path,
@@ -158,21 +158,6 @@ async def _check_redis(tmp_path: Path, url: str, port: int) -> None:
         )
         assert status == 200, err
         minted = w.gh.mints[-1].token
-        client = redis_sync.Redis(port=port)
-        try:
-            values: list[bytes] = []
-            for key in client.scan_iter(match="*"):
-                kind = client.type(key)
-                if kind == b"string":
-                    values.append(client.get(key) or b"")
-                elif kind == b"set":
-                    values.extend(client.smembers(key))
-                elif kind == b"hash":
-                    values.extend(v for kv in client.hgetall(key).items() for v in kv)
-                elif kind == b"stream":
-                    for _, fields in client.xrange(key):
-                        values.extend(fields.values())
-        finally:
-            client.close()
+        values = redis_contents(port)
         assert any(ph.encode() in v for v in values)  # the lease is there, in clear
         assert all(minted.encode() not in v for v in values)

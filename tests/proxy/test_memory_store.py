@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from airlock.proxy.protocol import LeaseRule
@@ -66,7 +64,7 @@ async def test_expiry_is_exact_and_reclaimed() -> None:
     at = now() + 0.2
     await store.put_lease(LeaseRecord("s", "l", (_rule("ph-cccccccc"),), at))
     assert not await store.expire_lease("s", "l", at)  # not yet
-    await asyncio.sleep(0.25)
+    await wait_until(lambda: now() > at, message="the clock never passed the expiry")
     _, owners = await store.lookup("s", ["ph-cccccccc"])
     assert owners == {}
     assert await store.list_leases("s") == []

@@ -124,7 +124,9 @@ async def test_redis_loss_fails_closed(
         with pytest.raises(ProxyError) as create:
             await client.create_session(allow=[])
         assert (create.value.status, create.value.code) == (503, "store_unavailable")
-        events = proxy.audit_events()
+        events = await proxy.await_audit(
+            lambda e: e.get("reason") == "store_unavailable", what="store_unavailable refusal"
+        )
     assert any(e.get("reason") == "store_unavailable" for e in events)
 
 

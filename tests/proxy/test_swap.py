@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime as dt
 import http.client
 import json
 import ssl
@@ -24,10 +23,9 @@ import pytest
 
 from airlock.client.proxy import ProxyClient
 from airlock.proxy.protocol import SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.tls import TestCA
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.upstream import EchoUpstream
-from tests.proxy.conftest import github_resolve
+from tests.proxy.conftest import ProxyFactory
 from tests.proxy.helpers import (
     api_rule,
     basic,
@@ -57,18 +55,8 @@ def placeholder() -> str:
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("swap"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
-    ) as p:
+def proxy(start_proxy: ProxyFactory) -> Iterator[ProxyProcess]:
+    with start_proxy("swap") as p:
         yield p
 
 
@@ -97,22 +85,6 @@ async def sandbox(proxy: ProxyProcess) -> AsyncIterator[Sandbox]:
         session = await client.create_session(allow=ALLOW, ttl_s=600)
         yield Sandbox(proxy, client, session, proxy.client_env(session))
         await client.delete_session(session.session_id)
-
-
-def refusals(proxy: ProxyProcess, reason: str, sid: str) -> list[dict[str, object]]:
-    return [
-        e
-        for e in proxy.audit_events()
-        if e["event"] == "refusal" and e.get("reason") == reason and e.get("session") == sid
-    ]
-
-
-async def wait_for_audit(proxy: ProxyProcess, pred: object, tries: int = 50) -> bool:
-    for _ in range(tries):
-        if any(pred(e) for e in proxy.audit_events()):  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.05)
-    return False
 
 
 # --- swaps -----------------------------------------------------------------
@@ -372,22 +344,21 @@ async def test_no_swap_after_delete(sandbox: Sandbox, github: EchoUpstream) -> N
 async def test_no_swap_after_ttl_expiry(sandbox: Sandbox, github: EchoUpstream) -> None:
 
     ph, real = placeholder(), token()
-    info = await sandbox.client.put_lease(sandbox.sid, "short", [api_rule(ph, real)], ttl_s=3)
+    await sandbox.client.put_lease(sandbox.sid, "short", [api_rule(ph, real)], ttl_s=3)
     status, _, _ = await curl(
         sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
     )
     assert github.last().one("authorization") == f"Bearer {real}"
-    left = (info.expires_at - dt.datetime.now(dt.UTC)).total_seconds()
-    await asyncio.sleep(max(0.0, left) + 0.2)
+    # The expiry watcher audits the lease the moment its TTL runs out.
+    await sandbox.proxy.await_audit(
+        lambda e: e["event"] == "lease_expired" and e.get("session") == sandbox.sid,
+        what="lease_expired",
+    )
     status, _, _ = await curl(
         sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
     )
     assert status == 200
     assert github.last().one("authorization") == f"token {ph}"
-    assert await wait_for_audit(
-        sandbox.proxy,
-        lambda e: e["event"] == "lease_expired" and e.get("session") == sandbox.sid,
-    )
 
 
 async def test_other_sessions_placeholder_is_blocked_and_audited(
@@ -405,8 +376,7 @@ async def test_other_sessions_placeholder_is_blocked_and_audited(
     assert status == 403
     assert "exfiltration" in body
     assert github.requests == []
-    assert await wait_for_audit(
-        sandbox.proxy,
+    await sandbox.proxy.await_audit(
         lambda e: (
             e.get("reason") == "exfiltration_wrong_session" and e.get("session") == sandbox.sid
         ),
@@ -424,8 +394,7 @@ async def test_placeholder_to_unleased_host_is_blocked_and_audited(
     )
     assert status == 403
     assert github.requests == []
-    assert await wait_for_audit(
-        sandbox.proxy,
+    await sandbox.proxy.await_audit(
         lambda e: e.get("reason") == "exfiltration_wrong_host" and e.get("session") == sandbox.sid,
     )
 
@@ -576,4 +545,4 @@ def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:
     ]
     assert logged == []
     # The audit log did record the swaps (so the grep looked at real content).
-    assert any(e["event"] == "swap" for e in proxy.audit_events())
+    assert any(e["event"] == "swap" for e in proxy.wait_audit(lambda e: e["event"] == "swap"))

@@ -71,7 +71,7 @@ async def test_a_lease_puts_trace_is_on_its_swap_audit_lines(
         def swaps() -> list[dict[str, Any]]:
             found = [
                 e
-                for e in proxy.audit_events(settle_s=0)
+                for e in proxy.audit_events()
                 if e["event"] == "swap" and e.get("session") == session.session_id
             ]
             return found if len(found) == 2 else []
@@ -82,7 +82,7 @@ async def test_a_lease_puts_trace_is_on_its_swap_audit_lines(
         assert len(other) == 32 and other != TRACE_ID
         created = [
             e
-            for e in proxy.audit_events(settle_s=0)
+            for e in proxy.audit_events()
             if e["event"] == "lease_created" and e.get("lease") == "traced"
         ]
         assert created and created[-1]["trace_id"] == TRACE_ID

@@ -50,7 +50,7 @@ def test_chain_calls_concerns_in_order_sync_and_async() -> None:
 
     class B:
         async def requestheaders(self, flow: object) -> None:
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # the point: a hook that really suspends
             calls.append("b")
 
         def response(self, flow: object) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ async def test_edge_inputs_get_envelopes(tmp_path: Path, resolver: str) -> None:
     deep = _deep(ws)
     long_name = "n" * 300 + ".txt"
     path_codes = {"invalid_request", "path_escape", "not_found"}
-    cases = [
+    cases: list[tuple[str, dict[str, Any], set[str]]] = [
         ("file_write", {"path": "a.txt/b", "content": "x\n"}, {"invalid_request"}),
         (
             "file_write",

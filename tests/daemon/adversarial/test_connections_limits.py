@@ -6,13 +6,13 @@ A real airlockd subprocess with small limits; raw Unix-socket clients.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import signal
 from pathlib import Path
 
 from tests.daemon.adversarial.raw_http import closed_by_peer, read_response, send_raw
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.procs import processes_with
+from tests.fakes.wait import wait_until
 
 HEALTH = b"GET /v1/health HTTP/1.1\r\nHost: d\r\n\r\n"
 
@@ -79,16 +79,17 @@ async def test_connection_cap_answers_503_with_an_envelope(workspace_dir: Path) 
         try:
             # Two connections the daemon served and keeps open (the harness's start-up probe
             # may still be counted for a moment: a 503 then just means "try again").
-            async with asyncio.timeout(30):
-                while len(held) < 2:
-                    reader, writer = await asyncio.open_unix_connection(str(d.socket))
-                    writer.write(HEALTH)
-                    await writer.drain()
-                    if (await read_response(reader)).status == 200:
-                        held.append((reader, writer))
-                    else:
-                        writer.close()
-                        await asyncio.sleep(0.05)
+            async def hold_one() -> bool:
+                reader, writer = await asyncio.open_unix_connection(str(d.socket))
+                writer.write(HEALTH)
+                await writer.drain()
+                if (await read_response(reader)).status == 200:
+                    held.append((reader, writer))
+                else:
+                    writer.close()
+                return len(held) >= 2
+
+            await wait_until(hold_one, message="the daemon never served two held connections")
             resp = await send_raw(d.socket, HEALTH)
             err = resp.envelope()
             assert resp.status == 503 and err["code"] == "unavailable"
@@ -97,13 +98,12 @@ async def test_connection_cap_answers_503_with_an_envelope(workspace_dir: Path) 
         finally:
             for _reader, writer in held:
                 writer.close()
+
         # Once the held connections are gone, new ones are served again.
-        async with asyncio.timeout(30):
-            while True:
-                resp = await send_raw(d.socket, HEALTH)
-                if resp.status == 200:
-                    break
-                await asyncio.sleep(0.05)
+        async def served() -> bool:
+            return (await send_raw(d.socket, HEALTH)).status == 200
+
+        await wait_until(served, message="new connections were never served again")
         metrics = await send_raw(d.socket, b"GET /metrics HTTP/1.1\r\nHost: d\r\n\r\n")
         assert 'airlockd_connections_rejected_total{listener="unix"}' in metrics.body.decode()
 
@@ -121,16 +121,6 @@ async def test_a_trickled_body_is_refused_after_the_body_timeout(workspace_dir: 
         assert resp.status == 400 and err["code"] == "invalid_request"
         assert "did not arrive within 1 s" in err["message"]
         writer.close()
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.append(int(entry))
-    return found
 
 
 async def test_sigterm_exits_within_drain_time_with_hung_clients(workspace_dir: Path) -> None:
@@ -161,16 +151,12 @@ async def test_sigterm_exits_within_drain_time_with_hung_clients(workspace_dir: 
         hung.append((r, w))
         for _r, w in hung:
             await w.drain()
-        async with asyncio.timeout(30):
-            while not _processes_with(marker):
-                await asyncio.sleep(0.05)
+        await wait_until(lambda: processes_with(marker), message="the exec never started")
         d.process.send_signal(signal.SIGTERM)
         # Generous: the drain is 2 s; this only proves the daemon does not wait forever.
         await asyncio.wait_for(d.process.wait(), timeout=30)
         assert d.process.returncode == 0
         assert not d.socket.exists()
-        async with asyncio.timeout(30):
-            while _processes_with(marker):
-                await asyncio.sleep(0.05)
+        await wait_until(lambda: not processes_with(marker), message="the exec outlived airlockd")
         for _r, w in hung:
             w.close()

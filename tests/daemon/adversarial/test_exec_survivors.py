@@ -8,10 +8,9 @@ must be gone, and airlockd (a subreaper) must not keep them as zombies.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from airlock.client.daemon import DaemonClient
 from airlock.daemon.procs.tree import alive, read_stat, scan
 from airlock.daemon.protocol import ExecOutputEvent
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -39,9 +39,9 @@ async def client(daemon: RunningDaemon) -> AsyncIterator[DaemonClient]:
         yield c
 
 
-# Writes its pid to PIDFILE (appending), then sleeps; the escape happens before.
+# Writes its pid to PIDFILE (appending), then lingers until killed; the escape happens before.
 PRELUDE = """
-import os, sys, time
+import os, signal, sys, time
 PIDFILE = sys.argv[1]
 def note():
     with open(PIDFILE, "a") as f:
@@ -50,6 +50,23 @@ def detach_stdio():
     fd = os.open(os.devnull, os.O_RDWR)
     for n in (0, 1, 2):
         os.dup2(fd, n)
+def linger():
+    while True:
+        signal.pause()
+def wait_for(condition):
+    # A hostile program cannot import the tests' wait helper: the same poll, inline.
+    while not condition():
+        time.sleep(0.001)
+def noted_pids():
+    return [int(x) for x in open(PIDFILE).read().split()] if os.path.exists(PIDFILE) else []
+def wait_noted(count=1):
+    wait_for(lambda: len(noted_pids()) >= count)
+def execed(pid, name):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == name
+    except OSError:
+        return True  # already gone: nothing left to wait for
 """
 
 ESCAPES = {
@@ -57,81 +74,82 @@ ESCAPES = {
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        detach_stdio(); note(); time.sleep(300)
+        detach_stdio(); note(); linger()
     os._exit(0)
-time.sleep(0.3)
+wait_noted()
 """,
     "double_fork_setsid_holding_pipes": """
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        note(); time.sleep(300)
+        note(); linger()
     os._exit(0)
-time.sleep(0.3)
+wait_noted()
 """,
     "setpgid_child": """
 pid = os.fork()
 if pid == 0:
-    os.setpgid(0, 0); detach_stdio(); note(); time.sleep(300)
-time.sleep(0.3)
+    os.setpgid(0, 0); detach_stdio(); note(); linger()
+wait_noted()
 """,
     "instant_double_fork_no_wait": """
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        detach_stdio(); note(); time.sleep(300)
+        detach_stdio(); note(); linger()
     os._exit(0)
-while not os.path.exists(PIDFILE):
-    time.sleep(0.001)
+wait_noted()
 """,
     "scrubbed_env_exec_after_tracking": """
 if os.fork() == 0:
     os.setsid()
-    if os.fork() == 0:
+    grandchild = os.fork()
+    if grandchild == 0:
         detach_stdio(); note(); os.execve("/bin/sleep", ["sleep", "300"], {})
-    time.sleep(0.5)
+    wait_for(lambda: execed(grandchild, "sleep"))  # the exec lands while both parents run
     os._exit(0)
-time.sleep(0.5)
+wait_noted()
+wait_for(lambda: execed(noted_pids()[0], "sleep"))
 """,
     "fork_burst": """
 for _ in range(20):
     if os.fork() == 0:
         os.setsid(); detach_stdio()
         if os.fork() == 0:
-            note(); time.sleep(300)
+            note(); linger()
         os._exit(0)
-time.sleep(0.5)
+wait_noted(20)
 """,
 }
 
 
-async def pids_in(path: Path, at_least: int) -> list[int]:
-    for _ in range(400):
-        if path.exists():
-            pids = [int(x) for x in path.read_text().split()]
-            if len(pids) >= at_least:
-                return pids
-        await asyncio.sleep(0.05)
+def _noted(path: Path) -> list[int]:
     return [int(x) for x in path.read_text().split()] if path.exists() else []
 
 
+def _zombies(pid: int) -> list[int]:
+    return [p.pid for p in scan().values() if p.ppid == pid and p.state == "Z"]
+
+
+async def pids_in(path: Path, at_least: int) -> list[int]:
+    """The pids noted in ``path`` once there are ``at_least`` (or all there are by 20 s)."""
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: len(_noted(path)) >= at_least, timeout=20)
+    return _noted(path)
+
+
 async def wait_gone(pids: list[int]) -> list[int]:
-    for _ in range(400):
-        left = [p for p in pids if alive(p)]
-        if not left:
-            return []
-        await asyncio.sleep(0.05)
+    """The pids still alive after a generous deadline (empty as soon as all are gone)."""
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not any(alive(p) for p in pids), timeout=20)
     return [p for p in pids if alive(p)]
 
 
 async def zombies_of(pid: int) -> list[int]:
     """The daemon's zombie children left once its sweeper had time to reap (generous deadline)."""
-    for _ in range(400):
-        zombies = [p.pid for p in scan().values() if p.ppid == pid and p.state == "Z"]
-        if not zombies:
-            return []
-        await asyncio.sleep(0.05)
-    return zombies
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not _zombies(pid), timeout=20)
+    return _zombies(pid)
 
 
 @pytest.mark.parametrize("name", sorted(ESCAPES))
@@ -151,7 +169,7 @@ async def test_exec_leaves_nothing_alive(
 
 async def test_timeout_takes_setsid_grandchildren_too(client: DaemonClient, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
-    script = PRELUDE + ESCAPES["double_fork_setsid_quiet"] + "\ntime.sleep(300)\n"
+    script = PRELUDE + ESCAPES["double_fork_setsid_quiet"] + "\nlinger()\n"
     out = await client.exec(argv=[sys.executable, "-c", script, str(pidfile)], timeout_s=2)
     assert out.timed_out is True
     pids = await pids_in(pidfile, 1)
@@ -163,12 +181,12 @@ async def test_stream_disconnect_takes_setsid_grandchildren(
 ) -> None:
     pidfile = tmp_path / "pids"
     script = (
-        PRELUDE
-        + ESCAPES["double_fork_setsid_quiet"]
-        + "\nprint('ready', flush=True)\ntime.sleep(300)\n"
+        PRELUDE + ESCAPES["double_fork_setsid_quiet"] + "\nprint('ready', flush=True)\nlinger()\n"
     )
     argv = [sys.executable, "-c", script, str(pidfile)]
-    async with contextlib.aclosing(client.exec_stream(argv=argv)) as events:
+    stream = client.exec_stream(argv=argv)
+    assert isinstance(stream, AsyncGenerator)  # aclosing() needs its aclose()
+    async with contextlib.aclosing(stream) as events:
         async for event in events:
             if isinstance(event, ExecOutputEvent) and "ready" in event.data:
                 break
@@ -199,12 +217,12 @@ for _ in range(150):
             detach_stdio(); note()
             for _ in range(3):
                 if os.fork() == 0:
-                    note(); time.sleep(300)
-                time.sleep(0.05)
-            time.sleep(300)
+                    note(); linger()
+                time.sleep(0.05)  # the point: keep forking while the sweep runs
+            linger()
         os._exit(0)
-    time.sleep(0.01)
-time.sleep(300)
+    time.sleep(0.01)  # the point: the storm outlasts the 2 s timeout
+linger()
 """
     out = await client.exec(argv=[sys.executable, "-c", PRELUDE + storm, str(pidfile)], timeout_s=2)
     assert out.timed_out is True

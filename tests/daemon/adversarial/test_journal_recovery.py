@@ -232,7 +232,7 @@ async def test_sigkill_mid_file_multi_patch_is_whole_or_absent(tmp_path: Path) -
                             advanced += 1
 
                 worker = asyncio.create_task(patch_forever())
-                await asyncio.sleep(rng.uniform(0.05, 0.4))
+                await asyncio.sleep(rng.uniform(0.05, 0.4))  # the point: a jittered kill time
                 os.killpg(daemon.process.pid, signal.SIGKILL)
                 await daemon.process.wait()
                 worker.cancel()
@@ -267,7 +267,7 @@ async def test_killed_file_write_leaves_no_temp_file_after_restart(tmp_path: Pat
                             )
 
                 worker = asyncio.create_task(write_forever())
-                await asyncio.sleep(0.2 + 0.1 * round_)
+                await asyncio.sleep(0.2 + 0.1 * round_)  # the point: a kill time per round
                 os.killpg(daemon.process.pid, signal.SIGKILL)
                 await daemon.process.wait()
                 worker.cancel()

@@ -7,6 +7,7 @@ import os
 import pwd
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from airlock.daemon.identity import ExecUser
 from airlock.daemon.workspace import Workspace
 from tests.daemon.adversarial.conftest import daemon_for, tree_digest
 
-EDITS = [
+EDITS: list[tuple[str, dict[str, Any]]] = [
     ("file_write", {"path": "ro.txt", "content": "changed\n"}),
     ("file_patch", {"path": "ro.txt", "old_string": "original", "new_string": "changed"}),
     (

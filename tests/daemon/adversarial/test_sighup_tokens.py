@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from tests.daemon.adversarial.raw_http import send_raw
-from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.wait import wait_until
 
 TOKEN = "w-" + "5" * 40
 
@@ -24,10 +25,8 @@ async def status_with(socket: Path, token: str) -> int:
     return (await send_raw(socket, tools_request(token))).status
 
 
-async def wait_for_log(daemon, text: str) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(30):
-        while text not in daemon.log():
-            await asyncio.sleep(0.05)
+async def wait_for_log(daemon: RunningDaemon, text: str) -> None:
+    await wait_until(lambda: text in daemon.log(), message=f"{text!r} never logged")
 
 
 async def test_empty_token_file_revokes_every_token(workspace_dir: Path, tmp_path: Path) -> None:
@@ -64,9 +63,11 @@ async def test_malformed_token_file_keeps_the_old_table(
                 tokens.write_text(bad)
             before = d.log().count("token file not reloaded")
             d.process.send_signal(signal.SIGHUP)
-            async with asyncio.timeout(30):
-                while d.log().count("token file not reloaded") == before:
-                    await asyncio.sleep(0.05)
+
+            def refused_again(seen: int = before) -> bool:
+                return d.log().count("token file not reloaded") > seen
+
+            await wait_until(refused_again, message="the refused reload was never logged")
             assert await status_with(d.socket, TOKEN) == 200
         log = d.log()
         assert "keeping the previous 1 token(s)" in log
@@ -74,9 +75,11 @@ async def test_malformed_token_file_keeps_the_old_table(
         # A good file afterwards is taken.
         tokens.write_text("other-token read\n")
         d.process.send_signal(signal.SIGHUP)
-        async with asyncio.timeout(30):
-            while await status_with(d.socket, TOKEN) != 401:
-                await asyncio.sleep(0.05)
+
+        async def old_token_refused() -> bool:
+            return await status_with(d.socket, TOKEN) == 401
+
+        await wait_until(old_token_refused, message="the old token was still accepted")
         assert await status_with(d.socket, "other-token") == 200
 
 

@@ -90,7 +90,7 @@ async def _health_loop(socket_path: Path, stop: asyncio.Event, worst: list[float
             async with http.get("http://airlockd/v1/health") as resp:
                 assert resp.status == 200
             worst.append(time.monotonic() - started)
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # a sampler's pace, not a wait for a condition
 
 
 async def test_special_files_refused_or_skipped_under_every_tool(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ import pytest
 from airlock.daemon.workspace import Workspace
 from tests.fakes.workspace import open_workspace
 
-Apply = Callable[..., Awaitable[dict[str, Any]]]
+Apply = Callable[..., Coroutine[Any, Any, dict[str, Any]]]
 
 
 @pytest.fixture

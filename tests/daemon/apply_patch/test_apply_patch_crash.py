@@ -117,7 +117,7 @@ async def test_sigkill_loop_leaves_each_patch_whole_or_absent(tmp_path: Path) ->
                             advanced += 1
 
                 worker = asyncio.create_task(patch_forever())
-                await asyncio.sleep(rng.uniform(0.0, 0.35))
+                await asyncio.sleep(rng.uniform(0.0, 0.35))  # the point: a jittered kill time
                 os.killpg(daemon.process.pid, signal.SIGKILL)
                 await daemon.process.wait()
                 worker.cancel()

@@ -16,12 +16,14 @@ import pytest
 import airlock.daemon.apply_patch as engine
 from airlock.daemon.apply_patch.committer import commit, roll_back
 from airlock.daemon.apply_patch.journal import MANIFEST, Journal, journal_root
+from airlock.daemon.apply_patch.planner import plan_changes
 from airlock.daemon.errors import AirlockError, StaleWrite
 from airlock.daemon.fsio import TEMP_MARKER, PlannedWrite, apply_one
 from airlock.daemon.paths import ResolvedPath, Roots
 from airlock.daemon.workspace import Workspace
 from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch, snapshot, temp_files
+from tests.fakes.wait import wait_until
 
 
 def _journals(workspace: Workspace) -> list[Path]:
@@ -113,7 +115,7 @@ async def test_file_changed_after_planning_is_stale(
 ) -> None:
     (ws / "a.txt").write_text("one\n")
     (ws / "b.txt").write_text("two\n")
-    real_plan = engine._plan_changes
+    real_plan = plan_changes
 
     def plan_then_edit(*args: Any) -> Any:
         planned = real_plan(*args)
@@ -254,10 +256,13 @@ async def test_patches_on_one_root_are_serialised_and_reads_still_answer(
     apply: Apply, ws: Path, workspace: Workspace
 ) -> None:
     (ws / "a.txt").write_text("one\ntwo\n")
-    async with workspace.ctx.root_locks.hold([workspace.ctx.roots.workspace]):
+    root = str(workspace.ctx.roots.workspace)
+    locks = workspace.ctx.root_locks
+    async with locks.hold([root]):
         first = asyncio.create_task(apply(patch("*** Update File: a.txt", "@@", "-one", "+1")))
         second = asyncio.create_task(apply(patch("*** Update File: a.txt", "@@", "-two", "+2")))
-        await asyncio.sleep(0.2)
+        # Both patches queue on the root lock this test holds (its third user).
+        await wait_until(lambda: locks._users.get(root) == 3, message="the patches never queued")
         assert not first.done() and not second.done()  # waiting for the root
         read = await workspace.call("file_read", {"path": "a.txt"})
         assert read.model_dump()["content"] == "one\ntwo\n"
@@ -294,7 +299,7 @@ async def test_symlink_swapped_in_after_planning_is_refused(
     outside.mkdir()
     (ws / "sub").mkdir()
     (ws / "keep.txt").write_text("k\n")
-    real_plan = engine._plan_changes
+    real_plan = plan_changes
 
     def plan_then_swap(*args: Any) -> Any:
         planned = real_plan(*args)

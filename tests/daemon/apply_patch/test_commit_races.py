@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airlock.daemon.apply_patch import committer
+from airlock.daemon.apply_patch import committer, staging
 from airlock.daemon.errors import AirlockError
 from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch
@@ -30,7 +30,7 @@ async def test_swap_between_two_renames_cannot_redirect_the_second(
     (ws / "sub").mkdir()
     (ws / "sub" / "a.txt").write_text("a\n")
     (ws / "sub" / "b.txt").write_text("b\n")
-    real_install = committer.install
+    real_install = staging.install
     calls = 0
 
     def install_then_swap(*args: Any, **kwargs: Any) -> Any:
@@ -58,7 +58,7 @@ async def test_swap_while_staging_writes_nothing(
     (ws / "sub").mkdir()
     (ws / "sub" / "a.txt").write_text("a\n")
     (ws / "sub" / "b.txt").write_text("b\n")
-    real_stage = committer.stage
+    real_stage = staging.stage
     calls = 0
 
     def stage_then_swap(*args: Any, **kwargs: Any) -> Any:

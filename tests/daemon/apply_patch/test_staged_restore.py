@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from airlock.daemon.apply_patch import committer
+from airlock.daemon.apply_patch import committer, staging
 from airlock.daemon.errors import AirlockError
 from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch, snapshot, temp_files
@@ -32,7 +32,7 @@ async def test_enospc_while_installing_restores_every_replaced_file(
     (ws / "a.txt").chmod(0o640)
     before = snapshot(ws)
     inode_a = (ws / "a.txt").stat().st_ino
-    real_install = committer.install
+    real_install = staging.install
     calls = 0
 
     def install_until_full(*args: Any, **kwargs: Any) -> Any:

@@ -9,7 +9,7 @@ next request.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import random
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from airlock.daemon.errors import AirlockError
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import ApplyPatchInput, FilePatchInput, FileWriteInput
 from airlock.daemon.workspace import Workspace
+from tests.fakes.wait import wait_until
 
 LINES = [
     "def f(x):",
@@ -95,10 +96,8 @@ async def test_a_garbled_frame_ends_the_worker_and_the_next_request_gets_a_new_o
     assert channel is not None
     pid = channel.spawned.pid
     channel.spawned.write(b'{"content_bytes": -5}\n')  # no frame can follow this header
-    for _ in range(200):
-        if not channel.alive:
-            break
-        await asyncio.sleep(0.05)
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not channel.alive, timeout=10)
     assert not channel.alive
     (ws_dir / "a.txt").write_text("fine\nok  \n")  # new bytes: only a worker can answer
     again = await service.run([resolved], ["whitespace"])
@@ -148,7 +147,7 @@ async def test_a_write_that_fails_leaves_nothing_of_its_early_check(
 
     target = ws_dir / "m.txt"
     target.write_text("one\ntwo\n")
-    real_plan = engine._plan_changes
+    from airlock.daemon.apply_patch.planner import plan_changes as real_plan
 
     def plan_then_interfere(*args: Any) -> Any:
         planned = real_plan(*args)

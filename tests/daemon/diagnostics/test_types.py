@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,7 @@ from airlock.daemon.diagnostics.types import TYPESCRIPT_ENV, find_typescript, no
 from airlock.daemon.paths import ResolvedPath
 from airlock.daemon.protocol import Diagnostic, DiagnosticsInput, FilePatchInput
 from airlock.daemon.workspace import Workspace
+from tests.fakes.wait import wait_until
 
 
 def types_of(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
@@ -208,7 +211,13 @@ async def test_failed_edit_abandons_its_baseline(workspace: Workspace, ws_dir: P
             FilePatchInput(path="f.py", old_string="not there", new_string="y")
         )
     gc.collect()
-    await asyncio.sleep(0.1)
+
+    def collecting() -> list[asyncio.Task[Any]]:
+        leftover = [t for t in asyncio.all_tasks() - before if not t.done()]
+        return [t for t in leftover if "collect" in repr(t.get_coro())]
+
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not collecting(), timeout=5)
     leftover = [t for t in asyncio.all_tasks() - before if not t.done()]
     assert [t for t in leftover if "collect" in repr(t.get_coro())] == []
 
@@ -272,10 +281,9 @@ async def test_server_starts_in_the_background_for_files_being_edited(
     await workspace.file_patch(
         FilePatchInput(path="e.py", old_string="B: int = 2", new_string="B: int = 20")
     )
-    for _ in range(1800):  # the third check started one in the background
-        if pyright.ready_roots():
-            break
-        await asyncio.sleep(0.05)
+    # The third check started one in the background.
+    with contextlib.suppress(AssertionError):
+        await wait_until(pyright.ready_roots, timeout=90)
     assert pyright.ready_roots() == [ws_dir]
     third = await workspace.file_patch(
         FilePatchInput(path="e.py", old_string="C: int = 3", new_string='C: int = "3"')

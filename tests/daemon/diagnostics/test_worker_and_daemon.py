@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.paths import ResolvedPath
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.wait import pid_alive, wait_until, wait_until_sync
 
 
 def big_python(lines: int = 39_000) -> str:
@@ -38,7 +40,7 @@ async def test_large_file_does_not_block_the_event_loop(
     async def ticker() -> None:
         nonlocal ticks
         while True:
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # the point: a ticker that needs a free loop
             ticks += 1
 
     ticking = asyncio.create_task(ticker())
@@ -60,7 +62,7 @@ async def test_worker_restarts_after_it_dies(ws_dir: Path, service: DiagnosticsS
     pid = service.worker.pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: not pid_alive(pid), message="the killed worker lived on")
     # New bytes (the answer for the old ones is remembered): only a worker can check them.
     (ws_dir / "a.js").write_text("// first\nlet a = ;\n")
     second = await service.run([rp(ws_dir, "a.js")], ["syntax"])
@@ -119,7 +121,6 @@ async def test_daemon_answers_health_while_parsing_1mb(ws_dir: Path) -> None:
         while not call.done():
             await client.health()
             answered += 1
-            await asyncio.sleep(0.01)
         result = await call
         assert answered >= 3
         assert [(d["line"], d["code"]) for d in result["diagnostics"]] == [
@@ -144,14 +145,9 @@ async def test_dropped_service_kills_its_worker(ws_dir: Path) -> None:
     assert pid is not None
     del svc
     gc.collect()
-    for _ in range(200):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        await asyncio.sleep(0.025)
-    else:
-        raise AssertionError(f"worker {pid} outlived its service")
+    await wait_until(
+        lambda: not pid_alive(pid), timeout=5, message=f"worker {pid} outlived its service"
+    )
 
 
 def test_workers_die_with_their_event_loop(ws_dir: Path) -> None:
@@ -169,24 +165,11 @@ def test_workers_die_with_their_event_loop(ws_dir: Path) -> None:
 
     pids = asyncio.run(use())
     assert pids
-    import time
-
-    for _ in range(200):
-        alive = []
-        for pid in pids:
-            try:
-                os.kill(pid, 0)
-                with open(f"/proc/{pid}/stat") as handle:
-                    if handle.read().split(") ", 1)[1].startswith("Z"):
-                        continue  # dead, waiting to be reaped
-                alive.append(pid)
-            except (ProcessLookupError, FileNotFoundError):
-                continue
-        if not alive:
-            break
-        time.sleep(0.025)
-    else:
-        raise AssertionError(f"still running after their loop closed: {alive}")
+    # A zombie waiting to be reaped counts as dead.
+    with contextlib.suppress(AssertionError):
+        wait_until_sync(lambda: not any(pid_alive(p) for p in pids), timeout=5)
+    alive = [p for p in pids if pid_alive(p)]
+    assert not alive, f"still running after their loop closed: {alive}"
 
 
 def test_loop_shutdown_right_after_failed_edits_does_not_hang(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from airlock.daemon.search.limits import LINE_CUT_MARKER, RESPONSE_CAP
 from airlock.daemon.search.rg import CountParser
 from airlock.daemon.search.runner import RunOutcome, run_engine, timeout_message
 from tests.daemon.search.support import Call, forced, write
+from tests.fakes.wait import wait_until
 
 
 @pytest.fixture
@@ -131,7 +133,8 @@ async def test_timeout_kills_engine_and_says_so(
     )
     assert outcome.timed_out
     assert "0.5 s" in timeout_message(0.5) and "killed" in timeout_message(0.5)
-    await asyncio.sleep(0.1)
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: _children() <= before, timeout=5)
     assert _children() <= before
 
 
@@ -157,13 +160,12 @@ async def test_cancelled_search_kills_engine(
     before = _children()
     loop = asyncio.get_running_loop()
     task = asyncio.create_task(_engine_on_fifo(monkeypatch, ws, tmp_path, engine, loop.time() + 60))
-    for _ in range(250):
-        await asyncio.sleep(0.02)
-        if _children() - before:
-            break
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: _children() - before, timeout=5)
     assert _children() - before, "the engine should be running on the FIFO"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.1)
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not (_children() - before), timeout=5)
     assert not (_children() - before)

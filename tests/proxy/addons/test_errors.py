@@ -34,9 +34,9 @@ def test_502_causes_are_told_apart_without_quoting() -> None:
 
 def test_install_points_mitmproxy_at_airlock_pages() -> None:
     errors.install()
-    assert _http1.make_error_response is errors.make_error_response  # type: ignore[attr-defined]
+    assert _http1.make_error_response is errors.make_error_response
     assert _http2.format_error is errors.format_error  # type: ignore[attr-defined]
-    assert REAL.encode() not in _http1.make_error_response(502, REAL)  # type: ignore[attr-defined]
+    assert REAL.encode() not in _http1.make_error_response(502, REAL)
 
 
 def test_http2_server_side_is_airlocks() -> None:

@@ -32,7 +32,7 @@ from tests.proxy.addons.ops_support import connect_flow, later, make_harness, re
 def test_embedded_ipv4(addr: str, embedded: list[str]) -> None:
     ip = parse_ip(addr)
     assert ip is not None and ip.version == 6
-    assert [str(x) for x in embedded_ipv4(ip)] == embedded  # type: ignore[arg-type]
+    assert [str(x) for x in embedded_ipv4(ip)] == embedded
 
 
 @pytest.mark.parametrize(
@@ -82,8 +82,10 @@ def test_wildcard_listener_owns_every_local_address(tmp_path: Path) -> None:
     assert egress.is_own(("127.0.0.1", 18080))
     assert egress.is_own(("127.0.0.53", 18080))
     assert egress.is_own(("::ffff:127.0.0.1", 18080))
-    assert is_local_address(parse_ip("127.0.0.1"))  # type: ignore[arg-type]
-    assert not is_local_address(parse_ip("192.0.2.1"))  # type: ignore[arg-type]  TEST-NET
+    local, test_net = parse_ip("127.0.0.1"), parse_ip("192.0.2.1")  # 192.0.2.0/24 is TEST-NET
+    assert local is not None and test_net is not None
+    assert is_local_address(local)
+    assert not is_local_address(test_net)
     assert not egress.is_own(("192.0.2.1", 18080))
 
 

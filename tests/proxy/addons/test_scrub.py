@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable
 
 import pytest
 from mitmproxy import http
@@ -17,12 +18,17 @@ BODY = b"a " + REAL.encode() + b" b"
 CLEAN = b"a " + PLACEHOLDER.encode() + b" b"
 
 
+def chunks(out: Iterable[bytes] | bytes) -> list[bytes]:
+    """mitmproxy types a stream callback's reply as chunks or one ``bytes``."""
+    return [out] if isinstance(out, bytes) else list(out)
+
+
 def stream_all(flow: http.HTTPFlow, data: bytes, size: int = 5) -> bytes:
     assert flow.response is not None and callable(flow.response.stream)
     out: list[bytes] = []
     for i in range(0, len(data), size):
-        out += list(flow.response.stream(data[i : i + size]))
-    out += list(flow.response.stream(b""))
+        out += chunks(flow.response.stream(data[i : i + size]))
+    out += chunks(flow.response.stream(b""))
     return b"".join(out)
 
 
@@ -155,13 +161,13 @@ def test_scrubber_is_installed_before_any_swap_on_the_connection(ctx: ProxyConte
     response(flow, {})
     Scrub(ctx).responseheaders(flow)
     assert flow.response is not None and callable(flow.response.stream)
-    first = flow.response.stream(b"nothing yet " * 10)
+    first = chunks(flow.response.stream(b"nothing yet " * 10))
     state = ctx.connections.get(flow.client_conn.id)
     assert state is not None
     from airlock.proxy.scrubber import token_forms
 
     state.scrub.update(token_forms(REAL, PLACEHOLDER))
-    rest = list(flow.response.stream(BODY)) + list(flow.response.stream(b""))
+    rest = chunks(flow.response.stream(BODY)) + chunks(flow.response.stream(b""))
     assert REAL.encode() not in b"".join([*first, *rest])
 
 

@@ -166,7 +166,8 @@ def _zeros(coding: str, mib: int) -> bytes:
         return b"".join(z.compress(block) for _ in range(mib)) + z.flush()
     if coding == "br":
         c = brotli.Compressor(quality=5)
-        return b"".join(c.process(block) for _ in range(mib)) + c.finish()
+        packed: bytes = b"".join(c.process(block) for _ in range(mib)) + c.finish()
+        return packed
     zc = zstandard.ZstdCompressor().compressobj()
     return b"".join(zc.compress(block) for _ in range(mib)) + zc.flush()
 
@@ -197,7 +198,7 @@ def test_ordinary_bodies_decode_whole(coding: str) -> None:
     body = b"".join(random.Random(i).randbytes(1000) + b" " * 3000 for i in range(1000))
     packed = {
         "gzip": lambda: gzip.compress(body),
-        "br": lambda: brotli.compress(body, quality=5),
+        "br": lambda: bytes(brotli.compress(body, quality=5)),
         "zstd": lambda: zstandard.ZstdCompressor().compress(body),
     }[coding]()
     decoder = ChainDecoder([coding])

@@ -31,7 +31,13 @@ from tests.fakes.reflector import Reflector, reflector
 from tests.fakes.tls import TestCA
 
 # The upstreams the session/limits/audit modules share (module-scoped, one set a module).
-from tests.proxy.adversarial.ops_fixtures import ops_ca, ops_github, ops_other, ops_plain  # noqa: F401
+from tests.proxy.adversarial.ops_fixtures import (  # noqa: F401
+    ops_ca,
+    ops_github,
+    ops_other,
+    ops_plain,
+    ops_proxy,
+)
 from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
 
 HOSTS = ["api.github.com", "github.com"]
@@ -176,7 +182,7 @@ def leaks(data: bytes, token: str) -> list[bytes]:
 
 def written_leaks(proxy: ProxyProcess, tokens: list[str]) -> list[tuple[str, bytes]]:
     """Forms of ``tokens`` in anything the proxy wrote (audit log, logs, state)."""
-    proxy.audit_events()  # lets the audit writer flush
+    proxy.flush_audit()
     return [
         (str(path), hit)
         for path in proxy.written_files()

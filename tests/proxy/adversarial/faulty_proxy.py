@@ -36,16 +36,17 @@ def _unscrub(hooks: list[str]) -> None:
     """Switch scrubbing hooks off (a test double of a hook that misses a path)."""
     for hook in hooks:
         if hook == "headers":
-            Scrub.responseheaders = _off  # type: ignore[method-assign]
+            Scrub.responseheaders = _off  # type: ignore[method-assign, assignment]
         elif hook == "response":
-            Scrub.response = _off  # type: ignore[method-assign]
+            Scrub.response = _off  # type: ignore[method-assign, assignment]
         elif hook == "websocket":
-            Scrub.websocket_message = _off  # type: ignore[method-assign]
+            Scrub.websocket_message = _off  # type: ignore[method-assign, assignment]
         elif hook == "control":
-            upgrade.scrub_control = lambda event, pairs: event  # type: ignore[assignment]
+            upgrade.scrub_control = lambda event, pairs: event
         elif hook == "hints":
-            early_hints.scrub = lambda data, pairs: data  # type: ignore[assignment]
-            early_hints.scrub_name = lambda name, pairs: name  # type: ignore[assignment]
+            # The module's own bindings of the scrubber's functions (names it imported).
+            vars(early_hints)["scrub"] = lambda data, pairs: data
+            vars(early_hints)["scrub_name"] = lambda name, pairs: name
         else:
             raise SystemExit(f"unknown hook {hook!r}")
 

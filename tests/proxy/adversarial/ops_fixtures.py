@@ -15,9 +15,8 @@ import select
 import socket
 import ssl
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -28,6 +27,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
+from tests.proxy.conftest import ProxyFactory, proxy_factory
 
 FAULTY_PROXY = Path(__file__).with_name("faulty_proxy.py")
 
@@ -61,6 +61,22 @@ def ops_plain() -> Iterator[EchoUpstream]:
         yield up
 
 
+#: ``ops_proxy(name, **kwargs)``: a context manager running one airlock-proxy.
+OpsProxy = ProxyFactory
+
+
+@pytest.fixture(scope="module")
+def ops_proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops_ca: TestCA,
+    ops_github: EchoUpstream,
+    ops_other: EchoUpstream,
+    ops_plain: EchoUpstream,
+) -> OpsProxy:
+    """Starts airlock-proxies that reach the ops upstreams and trust their CA."""
+    return proxy_factory(tmp_path_factory, ops_ca, ops_github, ops_other, ops_plain)
+
+
 def real_token() -> str:
     return f"ghs_REAL{uuid.uuid4().hex}{uuid.uuid4().hex[:8]}"
 
@@ -89,14 +105,6 @@ def assert_no_token(tokens: Iterable[str], blobs: Iterable[bytes], files: Iterab
     assert hits == [], f"real token reached the client: {hits}"
     file_hits = [(str(p), n[:10]) for p in files for n in forms if n in p.read_bytes()]
     assert file_hits == [], f"real token in a file the proxy wrote: {file_hits}"
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def credentials(session: SessionInfo) -> tuple[str, str]:

@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
@@ -26,9 +28,7 @@ from tests.proxy.adversarial.ops_fixtures import (
     raw_exchange,
     real_token,
     status_of,
-    wait_until,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(180)
@@ -39,26 +39,15 @@ SAMPLE = 5
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("audit"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        extra_args=["--refusal-audit-per-minute", str(SAMPLE)],
-    ) as p:
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("audit", extra_args=["--refusal-audit-per-minute", str(SAMPLE)]) as p:
         yield p
 
 
 def _events(proxy: ProxyProcess, event: str, **match: Any) -> list[dict[str, Any]]:
     return [
         e
-        for e in proxy.audit_events(settle_s=0.1)
+        for e in proxy.audit_events()
         if e["event"] == event and all(e.get(k) == v for k, v in match.items())
     ]
 
@@ -82,7 +71,10 @@ async def test_intercepted_tunnel_and_its_requests_are_audited(
     assert status == 200 and len(big) > 250000  # scrubbed: placeholders are shorter
     tunnel.close()
 
-    wait_until(lambda: bool(_events(proxy, "tunnel_close", session=sid)), what="tunnel_close")
+    wait_until_sync(
+        lambda: bool(_events(proxy, "tunnel_close", session=sid)),
+        message="timed out waiting for tunnel_close",
+    )
     opened = _events(proxy, "tunnel_open", session=sid)
     assert opened == [{**opened[0], "host": "api.github.com", "port": 443, "intercept": True}]
     requests = _events(proxy, "request", session=sid)
@@ -111,7 +103,10 @@ async def test_passthrough_tunnel_is_audited_with_bytes(
     status, body = tunnel.get("/x")
     assert status == 200
     tunnel.close()
-    wait_until(lambda: bool(_events(proxy, "tunnel_close", session=sid)), what="tunnel_close")
+    wait_until_sync(
+        lambda: bool(_events(proxy, "tunnel_close", session=sid)),
+        message="timed out waiting for tunnel_close",
+    )
     assert _events(proxy, "tunnel_open", session=sid, host="other.test", intercept=False)
     (closed,) = _events(proxy, "tunnel_close", session=sid)
     assert closed["host"] == "other.test" and closed["bytes_down"] > len(body)
@@ -128,6 +123,11 @@ def test_unauthenticated_flood_writes_bounded_audit(proxy: ProxyProcess) -> None
             RECEIVED,
         )
         assert status_of(response) == 407
+    proxy.wait_audit(
+        lambda e: e["event"] == "refusal" and e.get("reason") == "proxy_auth_required",
+        count=SAMPLE,
+        what="the sampled refusal lines",
+    )
     written = _events(proxy, "refusal", reason="proxy_auth_required")
     assert len(written) == SAMPLE
 

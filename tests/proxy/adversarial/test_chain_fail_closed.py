@@ -21,6 +21,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
     FaultyProxy,
     Received,
@@ -115,12 +116,16 @@ async def test_proxy_keeps_serving_and_audits_addon_errors(
     status, body = tunnel.get("/fine", {"authorization": f"token {ph}"})
     tunnel.close()
     assert status == 200 and ph.encode() in body
+    expected = {("Swap", "requestheaders"), ("Scrub", "responseheaders"), ("Scrub", "response")}
+
+    def failed_hooks() -> set[tuple[object, object]]:
+        return {
+            (e["concern"], e["hook"]) for e in proxy.audit_events() if e["event"] == "addon_error"
+        }
+
+    wait_until_sync(lambda: failed_hooks() >= expected, message="addon_error lines missing")
     errors = [e for e in proxy.audit_events() if e["event"] == "addon_error"]
-    assert {(e["concern"], e["hook"]) for e in errors} >= {
-        ("Swap", "requestheaders"),
-        ("Scrub", "responseheaders"),
-        ("Scrub", "response"),
-    }
+    assert {(e["concern"], e["hook"]) for e in errors} >= expected
     assert all(e["error"] == "RuntimeError" for e in errors)
     assert proxy.process is not None and proxy.process.poll() is None
 

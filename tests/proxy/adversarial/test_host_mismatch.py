@@ -16,6 +16,7 @@ import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
+from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.conftest import (
     TOKENS,
     Lease,
@@ -60,6 +61,7 @@ def test_http1_other_host_is_refused(
     lease: Lease, upstream: Reflector, proxy: ProxyProcess, host_header: str
 ) -> None:
     path = marker()
+    proxy.flush_audit()
     before = refused(proxy, lease.session.session_id)
     resp = h1_get(lease, path, host_header=host_header)
     assert resp.status in (400, 403), resp.head
@@ -68,6 +70,9 @@ def test_http1_other_host_is_refused(
     assert never_reached(upstream, path)
     assert leaks(resp.everything, lease.real) == []
     if resp.status == 403:
+        wait_until_sync(
+            lambda: refused(proxy, lease.session.session_id) > before, message="no refusal line"
+        )
         assert refused(proxy, lease.session.session_id) == before + 1
 
 

@@ -18,10 +18,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
@@ -31,9 +33,7 @@ from tests.proxy.adversarial.ops_fixtures import (
     real_token,
     rss_kib,
     status_of,
-    wait_until,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(240)
@@ -43,17 +43,9 @@ RECEIVED = Received()
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("limits"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy(
+        "limits",
         extra_args=[
             "--head-timeout",
             "2",
@@ -67,36 +59,14 @@ def proxy(
 
 
 @pytest.fixture(scope="module")
-def slow_rate_proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("rate"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        extra_args=["--session-rate", "0.2", "--session-burst", "2"],
-    ) as p:
+def slow_rate_proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("rate", extra_args=["--session-rate", "0.2", "--session-burst", "2"]) as p:
         yield p
 
 
 @pytest.fixture(scope="module")
-def idle_proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("idle"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        extra_args=["--idle-timeout", "2", "--head-timeout", "60"],
-    ) as p:
+def idle_proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("idle", extra_args=["--idle-timeout", "2", "--head-timeout", "60"]) as p:
         yield p
 
 
@@ -120,7 +90,9 @@ async def test_head_over_64k_inside_an_intercepted_tunnel_is_431(proxy: ProxyPro
     status, body = tunnel.get("/", {f"x-big-{i}": "b" * 1000 for i in range(80)})
     assert status == 431
     assert b"header_too_large" in body
-    wait_until(tunnel.is_closed_by_peer, what="connection closed after 431")
+    wait_until_sync(
+        tunnel.is_closed_by_peer, message="timed out waiting for connection closed after 431"
+    )
     tunnel.close()
 
 
@@ -160,7 +132,7 @@ def test_half_sent_head_is_closed_after_the_head_timeout(proxy: ProxyProcess) ->
     data = s.recv(65536)
     s.close()
     assert data == b"" or b"HTTP/1.1 408" in data
-    events = proxy.audit_events()
+    events = proxy.wait_audit(lambda e: e.get("reason") == "head_timeout", what="head_timeout")
     assert any(e.get("reason") == "head_timeout" for e in events)
 
 
@@ -171,7 +143,11 @@ async def test_half_sent_head_inside_an_intercepted_tunnel_is_closed(proxy: Prox
     tunnel.open()
     assert tunnel.conn.sock is not None
     tunnel.conn.sock.sendall(b"GET / HTTP/1.1\r\nHost: api.github.com\r\nX-Slow: ")
-    wait_until(tunnel.is_closed_by_peer, timeout=50, what="slow head in a tunnel closed")
+    wait_until_sync(
+        tunnel.is_closed_by_peer,
+        timeout=50,
+        message="timed out waiting for slow head in a tunnel closed",
+    )
     tunnel.close()
 
 
@@ -201,10 +177,11 @@ async def test_connection_cap_per_session(proxy: ProxyProcess, ops_ca: TestCA) -
         tunnels.append(t)
         return True
 
-    wait_until(fifth_opens, what="a slot freed by closing a tunnel")
+    wait_until_sync(fifth_opens, message="timed out waiting for a slot freed by closing a tunnel")
     for t in tunnels:
         t.close()
-    assert any(e.get("reason") == "connection_limit" for e in proxy.audit_events())
+    audit = proxy.wait_audit(lambda e: e.get("reason") == "connection_limit", what="limit line")
+    assert any(e.get("reason") == "connection_limit" for e in audit)
 
 
 async def test_request_rate_per_session_is_429_with_retry_after(
@@ -277,9 +254,12 @@ async def test_idle_tunnel_is_closed_after_the_idle_timeout(
     tunnel.open()
     assert tunnel.get("/x")[0] == 200
     # Head timeout is 60 s and the session lives on: only idleness closes it.
-    wait_until(tunnel.is_closed_by_peer, timeout=50, what="idle tunnel closed")
+    wait_until_sync(
+        tunnel.is_closed_by_peer, timeout=50, message="timed out waiting for idle tunnel closed"
+    )
     tunnel.close()
-    closes = [e for e in idle_proxy.audit_events() if e["event"] == "tunnel_close"]
+    audit = idle_proxy.wait_audit(lambda e: e["event"] == "tunnel_close", what="tunnel_close")
+    closes = [e for e in audit if e["event"] == "tunnel_close"]
     assert closes and closes[0]["session"] == info.session_id
 
 

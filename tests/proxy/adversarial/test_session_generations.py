@@ -17,13 +17,14 @@ from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
+from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
     placeholder,
     real_token,
-    wait_until,
 )
 from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
@@ -35,18 +36,8 @@ RECEIVED = Received()
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("generations"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-    ) as p:
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("generations") as p:
         yield p
 
 
@@ -75,7 +66,9 @@ async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
     async with proxy.client() as client:
         await client.delete_session("tenant-a")
     # The DELETE closes the tunnel at once.
-    wait_until(tunnel.is_closed_by_peer, what="old tunnel closed by the DELETE")
+    wait_until_sync(
+        tunnel.is_closed_by_peer, message="timed out waiting for old tunnel closed by the DELETE"
+    )
 
     # Another tenant gets the same id and the same placeholder string.
     ops_github.clear()
@@ -85,7 +78,9 @@ async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
     assert all(f"Bearer {new_token}" not in r.all("authorization") for r in ops_github.requests)
     assert all(r.path != "/after" for r in ops_github.requests)
     tunnel.close()
-    events = proxy.audit_events()
+    events = await proxy.await_audit(
+        lambda e: e["event"] == "session_deleted", what="session_deleted"
+    )
     deleted = [e for e in events if e["event"] == "session_deleted"]
     assert deleted and deleted[0]["connections_closed"] >= 1
 
@@ -100,7 +95,10 @@ async def test_deleted_session_closes_its_passthrough_tunnel(
     assert status == 200
     async with proxy.client() as client:
         await client.delete_session("tenant-b")
-    wait_until(tunnel.is_closed_by_peer, what="passthrough tunnel closed by the DELETE")
+    wait_until_sync(
+        tunnel.is_closed_by_peer,
+        message="timed out waiting for passthrough tunnel closed by the DELETE",
+    )
     await _session(proxy, "tenant-b", placeholder())
     with pytest.raises((OSError, ConnectionError)):
         tunnel.get("/after")
@@ -141,8 +139,14 @@ async def test_delete_on_one_replica_closes_tunnels_on_another(
         assert passthrough.get("/y")[0] == 200
         async with a.client() as client:
             await client.delete_session("tenant-c")
-        wait_until(intercepted.is_closed_by_peer, what="replica b closed the intercepted tunnel")
-        wait_until(passthrough.is_closed_by_peer, what="replica b closed the passthrough tunnel")
+        wait_until_sync(
+            intercepted.is_closed_by_peer,
+            message="timed out waiting for replica b closed the intercepted tunnel",
+        )
+        wait_until_sync(
+            passthrough.is_closed_by_peer,
+            message="timed out waiting for replica b closed the passthrough tunnel",
+        )
         intercepted.close()
         passthrough.close()
         assert_no_token(TOKENS, RECEIVED.blobs, [*a.written_files(), *b.written_files()])

@@ -14,18 +14,16 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.tls import TestCA
-from tests.fakes.upstream import EchoUpstream
+from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
     placeholder,
     real_token,
-    wait_until,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,19 +33,8 @@ RECEIVED = Received()
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("sighup"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        control_tcp=True,
-    ) as p:
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("sighup", control_tcp=True) as p:
         yield p
 
 
@@ -63,11 +50,19 @@ async def test_sighup_reopens_the_audit_log_and_keeps_serving(proxy: ProxyProces
         info = await client.create_session(allow=["api.github.com"], ttl_s=60)
         await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=60)
     rotated = proxy.audit_log.with_suffix(".log.1")
-    wait_until(lambda: "lease_created" in proxy.audit_log.read_text(), what="first lines")
+    wait_until_sync(
+        lambda: "lease_created" in proxy.audit_log.read_text(),
+        message="timed out waiting for first lines",
+    )
     os.rename(proxy.audit_log, rotated)
     _hup(proxy)
-    wait_until(proxy.audit_log.exists, what="a fresh audit log after SIGHUP")
-    wait_until(lambda: '"event":"reload"' in proxy.audit_log.read_text(), what="reload line")
+    wait_until_sync(
+        proxy.audit_log.exists, message="timed out waiting for a fresh audit log after SIGHUP"
+    )
+    wait_until_sync(
+        lambda: '"event":"reload"' in proxy.audit_log.read_text(),
+        message="timed out waiting for reload line",
+    )
     before = rotated.read_text()
 
     tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
@@ -75,7 +70,10 @@ async def test_sighup_reopens_the_audit_log_and_keeps_serving(proxy: ProxyProces
     status, body = tunnel.get("/after-rotation", {"authorization": f"token {ph}"})
     tunnel.close()
     assert status == 200 and ph.encode() in body
-    wait_until(lambda: '"event":"swap"' in proxy.audit_log.read_text(), what="swap line")
+    wait_until_sync(
+        lambda: '"event":"swap"' in proxy.audit_log.read_text(),
+        message="timed out waiting for swap line",
+    )
     assert rotated.read_text() == before  # nothing more went to the rotated file
     assert proxy.process is not None and proxy.process.poll() is None
     assert "SIGHUP" in proxy.log_path.read_text()
@@ -94,14 +92,16 @@ async def test_sighup_rereads_the_control_token(proxy: ProxyProcess) -> None:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         return httpx.get(url, headers=headers, timeout=10).status_code
 
-    wait_until(lambda: status_with(new) == 404, what="the new token accepted")
+    wait_until_sync(
+        lambda: status_with(new) == 404, message="timed out waiting for the new token accepted"
+    )
     assert status_with(old) == 401
     # An empty token file is refused and the current token kept.
     token_file.write_text("")
     _hup(proxy)
-    wait_until(
+    wait_until_sync(
         lambda: "keeping the old control token" in proxy.log_path.read_text(),
-        what="the refused re-read logged",
+        message="timed out waiting for the refused re-read logged",
     )
     assert status_with(new) == 404
     assert proxy.process is not None and proxy.process.poll() is None

@@ -151,7 +151,11 @@ def test_plain_http_to_intercepted_host_is_refused_before_dns(
 
 
 def test_zz_nothing_leaked(proxy: ProxyProcess) -> None:
-    events = proxy.audit_events()
+    events = proxy.wait_audit(
+        lambda e: e.get("reason") == "destination_refused",
+        count=2 * (len(REFUSED) - 4),
+        what="every destination_refused line",
+    )
     assert sum(1 for e in events if e.get("reason") == "destination_refused") >= 2 * (
         len(REFUSED) - 4
     )

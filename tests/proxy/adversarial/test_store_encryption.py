@@ -15,16 +15,18 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis as redis_sync
 
 from tests.fakes.net import free_port
 from tests.fakes.proxy_harness import PROXY_BIN, ProxyProcess, proxy_process
-from tests.fakes.redis_server import RedisServer, redis_server_sync
+from tests.fakes.redis_server import RedisServer, redis_contents, redis_server_sync, reply
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.proxy.adversarial.ops_fixtures import (
+    OpsProxy,
     Received,
     Tunnel,
     assert_no_token,
@@ -35,6 +37,8 @@ from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule, git_rule
 
 pytestmark = pytest.mark.timeout(180)
+
+T = TypeVar("T")
 
 TOKENS: list[str] = []
 RECEIVED = Received()
@@ -47,46 +51,9 @@ def redis() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-    redis: RedisServer,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("sealed"),
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        store=redis.url,
-    ) as p:
+def proxy(ops_proxy: OpsProxy, redis: RedisServer) -> Iterator[ProxyProcess]:
+    with ops_proxy("sealed", store=redis.url) as p:
         yield p
-
-
-def _all_of_redis(server: RedisServer) -> list[bytes]:
-    """Every key name and every value in every data type, as bytes."""
-    r = redis_sync.Redis(port=server.port)
-    out: list[bytes] = []
-    try:
-        for key in r.scan_iter(count=1000):
-            out.append(key)
-            kind = r.type(key)
-            if kind == b"string":
-                out.append(r.get(key) or b"")
-            elif kind == b"set":
-                out.extend(r.smembers(key))
-            elif kind == b"hash":
-                for k, v in r.hgetall(key).items():
-                    out += [k, v]
-            elif kind == b"list":
-                out.extend(r.lrange(key, 0, -1))
-            dumped = r.dump(key)
-            if dumped:
-                out.append(dumped)
-    finally:
-        r.close()
-    return out
 
 
 async def test_redis_holds_no_real_token_after_a_swap(
@@ -107,14 +74,16 @@ async def test_redis_holds_no_real_token_after_a_swap(
     assert status == 200 and ph.encode() in body
     assert ops_github.last().one("authorization") == f"Bearer {token}"
 
-    everything = _all_of_redis(redis)
+    everything = redis_contents(redis.port)
     assert len(everything) >= 6  # session, lease, two placeholders, lease set...
     assert_no_token(TOKENS, everything, [])
     r = redis_sync.Redis(port=redis.port)
     try:
-        sealed = [r.get(k) for k in r.scan_iter(match="airlock:*") if r.type(k) == b"string"]
+        sealed: list[bytes | None] = [
+            reply(r.get(k)) for k in r.scan_iter(match="airlock:*") if r.type(k) == b"string"
+        ]
         # Re-bind a sealed placeholder entry to another key: it must not open.
-        r.set(f"airlock:ph:{ph_git}", r.get(f"airlock:ph:{ph}") or b"")
+        r.set(f"airlock:ph:{ph_git}", reply(r.get(f"airlock:ph:{ph}")) or b"")
     finally:
         r.close()
     assert sealed and all(v is not None and v.startswith(b"AL1") for v in sealed)
@@ -217,4 +186,4 @@ def test_bad_key_file_refuses_to_start(
 
 def test_zz_no_real_token_anywhere(proxy: ProxyProcess, redis: RedisServer) -> None:
     assert len(TOKENS) >= 3
-    assert_no_token(TOKENS, [*RECEIVED.blobs, *_all_of_redis(redis)], proxy.written_files())
+    assert_no_token(TOKENS, [*RECEIVED.blobs, *redis_contents(redis.port)], proxy.written_files())

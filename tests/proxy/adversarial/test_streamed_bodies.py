@@ -97,9 +97,11 @@ def test_body_corrupt_mid_stream_is_cut_off(lease: Lease, upstream: Reflector) -
     assert upstream.last("/corrupt").auth == f"Bearer {lease.real}"
     assert leaks(resp.everything, lease.real) == []
     assert not resp.complete, resp.raw[-200:]
-    assert "unscrubbable_response" in [
-        e.get("reason") for e in lease.proxy.audit_events() if e["event"] == "refusal"
-    ]
+    audit = lease.proxy.wait_audit(
+        lambda e: e["event"] == "refusal" and e.get("reason") == "unscrubbable_response",
+        what="unscrubbable_response refusal",
+    )
+    assert "unscrubbable_response" in [e.get("reason") for e in audit if e["event"] == "refusal"]
 
 
 def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:
