@@ -81,11 +81,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from airlock.client.daemon import AirlockError, DaemonClient
-    from airlock.client.delivery import authenticate_github, authenticate_vercel
-    from airlock.client.errors import CallTimeout, ClientError, DaemonUnavailable, ToolError
-    from airlock.client.github import GitHubShell
-    from airlock.client.leases import (
+    from .daemon import AirlockError, DaemonClient
+    from .delivery import authenticate_github, authenticate_vercel
+    from .errors import CallTimeout, ClientError, DaemonUnavailable, ToolError
+    from .github import GitHubShell
+    from .leases import (
         git_basic_rule,
         github_api_rule,
         github_app_replacement,
@@ -94,7 +94,7 @@ if TYPE_CHECKING:
         vercel_placeholder,
         vercel_rules,
     )
-    from airlock.client.providers import (
+    from .providers import (
         CommandTokenProvider,
         CredentialError,
         GitHubAppProvider,
@@ -103,8 +103,8 @@ if TYPE_CHECKING:
         TokenRequestFailedError,
         TokenRequestRejectedError,
     )
-    from airlock.client.proxy import ProxyClient, ProxyError, ProxyUnavailable
-    from airlock.client.sandboxes import DaemonSandbox, DockerSandbox, LocalSandbox, Sandbox
+    from .proxy import ProxyClient, ProxyError, ProxyUnavailable
+    from .sandboxes import DaemonSandbox, DockerSandbox, LocalSandbox, Sandbox
 
 
 def __getattr__(name: str) -> Any:

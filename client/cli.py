@@ -14,7 +14,7 @@ import inspect
 import sys
 from collections.abc import Sequence
 
-from airlock.client import cli_common
+from . import cli_common
 
 COMMAND_MODULES = ("daemon", "proxy", "gh", "mcp")
 

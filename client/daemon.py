@@ -24,9 +24,19 @@ from typing import Any
 import aiohttp
 from pydantic import BaseModel, TypeAdapter
 
-from airlock.client import tracing
-from airlock.client._methods import AsyncToolMethods
-from airlock.client.errors import (
+from airlock.daemon.protocol import (
+    TOOLS_BY_NAME,
+    ExecErrorEvent,
+    ExecEvent,
+    ExecInput,
+    HealthOutput,
+    ToolInfo,
+    ToolSpec,
+)
+
+from . import tracing
+from ._methods import AsyncToolMethods
+from .errors import (
     AmbiguousMatch,
     BinaryFile,
     CallTimeout,
@@ -51,16 +61,7 @@ from airlock.client.errors import (
     UnknownTool,
     tool_error,
 )
-from airlock.client.transfer import TransferMethods
-from airlock.daemon.protocol import (
-    TOOLS_BY_NAME,
-    ExecErrorEvent,
-    ExecEvent,
-    ExecInput,
-    HealthOutput,
-    ToolInfo,
-    ToolSpec,
-)
+from .transfer import TransferMethods
 
 # ``AirlockError`` is the client's ToolError: a subclass of the daemon's AirlockError
 # (so existing ``except AirlockError`` keeps catching) and of ClientError.
@@ -288,7 +289,7 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
         model sends for omitted options are dropped and ``[{name, value}]`` maps are
         turned back into objects (see :func:`airlock.client.tools.model_arguments`).
         """
-        from airlock.client.tools import model_arguments
+        from .tools import model_arguments
 
         return await self.call(name, model_arguments(name, arguments), timeout_s=timeout_s)
 

@@ -29,12 +29,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
-from airlock.client.github.redact import basic_credential
-from airlock.client.leases import github_placeholder, github_rules, vercel_placeholder, vercel_rules
-from airlock.client.providers.base import IssuedToken
-from airlock.client.proxy import ProxyClient
-from airlock.client.sandboxes import Sandbox
 from airlock.proxy.protocol import LeaseRule
+
+from .github.redact import basic_credential
+from .leases import github_placeholder, github_rules, vercel_placeholder, vercel_rules
+from .providers.base import IssuedToken
+from .proxy import ProxyClient
+from .sandboxes import Sandbox
 
 log = logging.getLogger(__name__)
 

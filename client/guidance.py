@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from airlock.client.github.models import TOOL_NAME as GITHUB_SHELL_TOOL
+from .github.models import TOOL_NAME as GITHUB_SHELL_TOOL
 
 PRMode = Literal["sandbox", "brokered"]
 

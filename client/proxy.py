@@ -20,8 +20,6 @@ from urllib.parse import quote
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
-from airlock.client import tracing
-from airlock.client.errors import ClientError
 from airlock.proxy.protocol import (
     Event,
     EventList,
@@ -33,6 +31,9 @@ from airlock.proxy.protocol import (
     SessionCreate,
     SessionInfo,
 )
+
+from . import tracing
+from .errors import ClientError
 
 __all__ = ["ProxyClient", "ProxyError", "ProxyUnavailable"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from airlock.client.daemon import DaemonClient
+    from .daemon import DaemonClient
 
 
 @dataclass(frozen=True)

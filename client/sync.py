@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from airlock.client import daemon as _async
-from airlock.client._methods import SyncToolMethods
 from airlock.daemon.protocol import ArchivePutOutput, FileTransferOutput, HealthOutput, ToolInfo
+
+from . import daemon as _async
+from ._methods import SyncToolMethods
 
 T = TypeVar("T")
 

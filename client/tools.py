@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from airlock.client.errors import InvalidRequest
-from airlock.client.github.models import DESCRIPTION, TOOL_NAME, input_schema
 from airlock.daemon.protocol import ORCHESTRATOR_ONLY_FIELDS, TOOLS_BY_NAME, model_schema
+
+from .errors import InvalidRequest
+from .github.models import DESCRIPTION, TOOL_NAME, input_schema
 
 if TYPE_CHECKING:
     from mcp import types as mcp_types

@@ -30,8 +30,9 @@ from typing import IO, Any, Protocol
 
 import aiohttp
 
-from airlock.client.errors import CallTimeout, DaemonUnavailable, Internal, tool_error
 from airlock.daemon.protocol import ArchivePutOutput, FileTransferOutput, WatchEvent, WatchInput
+
+from .errors import CallTimeout, DaemonUnavailable, Internal, tool_error
 
 CHUNK = 1 << 20
 

@@ -40,24 +40,25 @@ from airlock.client.cli_common import (
     setup_logging,
 )
 from airlock.client.tracing import setup_otel
-from airlock.daemon import privsep, rights
-from airlock.daemon.context import DaemonConfig
-from airlock.daemon.identity import ExecUser, ExecUserError
-from airlock.daemon.procs.contain import DEFAULT_MAX_PROCESSES, TRACKING_MODES, ContainmentError
-from airlock.daemon.server import (
+
+from . import privsep, rights
+from .context import DaemonConfig
+from .identity import ExecUser, ExecUserError
+from .procs.contain import DEFAULT_MAX_PROCESSES, TRACKING_MODES, ContainmentError
+from .server import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
     ServerState,
     build_app,
 )
-from airlock.daemon.tracing import SPANS
-from airlock.daemon.transport import (
+from .tracing import SPANS
+from .transport import (
     LISTEN_BACKLOG,
     ConnectionLimits,
     EnvelopeRunner,
     Listener,
 )
-from airlock.daemon.workspace import Workspace
+from .workspace import Workspace
 
 log = logging.getLogger("airlockd")
 
@@ -309,7 +310,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.exec_max_processes < 0:
         raise ConfigError("--exec-max-processes: give a number of processes, or 0 for no limit")
     if args.token_file is not None:
-        from airlock.daemon.auth import TokenTable
+        from .auth import TokenTable
 
         try:
             TokenTable.load(args.token_file)
@@ -521,7 +522,7 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = resolve_args(parser.parse_args(argv), argv)
     if args.tooling_key:
-        from airlock.daemon.tooling_key import tooling_key
+        from .tooling_key import tooling_key
 
         print(tooling_key())
         return 0

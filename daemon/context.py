@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airlock.daemon.diagnostics.service import DiagnosticsService
-from airlock.daemon.fsio import PathLocks
-from airlock.daemon.identity import ExecUser
-from airlock.daemon.paths import (
+from .diagnostics.service import DiagnosticsService
+from .fsio import PathLocks
+from .identity import ExecUser
+from .paths import (
     DEFAULT_GENERATED_DIRS,
     DEFAULT_GENERATED_FILES,
     GeneratedFileGuard,
@@ -27,7 +27,7 @@ from airlock.daemon.paths import (
 )
 
 if TYPE_CHECKING:
-    from airlock.daemon.procs.table import ProcessTable
+    from .procs.table import ProcessTable
 
 
 @dataclass
@@ -102,8 +102,8 @@ class ToolContext:
         ctx.diagnostics = DiagnosticsService(
             roots.workspace, config.diagnostics_timeout_s, exec_user=config.exec_user, roots=roots
         )
-        from airlock.daemon.procs.spill import SpillStore
-        from airlock.daemon.procs.table import ProcessTable
+        from .procs.spill import SpillStore
+        from .procs.table import ProcessTable
 
         ctx.processes = ProcessTable(
             SpillStore(config.artifacts, config.exec_spill_max_bytes, config.artifacts_quota_bytes)

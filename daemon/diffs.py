@@ -113,7 +113,7 @@ def unified_diff(
 async def unified_diff_async(display: str, before: str | None, after: str | None) -> str:
     """:func:`unified_diff` on the shared CPU pool: the event loop never runs a diff, and
     many diffs at once never crowd it out (see :mod:`airlock.daemon.offload`)."""
-    from airlock.daemon.offload import run_cpu
+    from .offload import run_cpu
 
     return await run_cpu(lambda: unified_diff(display, before, after))
 

@@ -32,12 +32,12 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from airlock.daemon.auth import Scope
-from airlock.daemon.errors import AirlockError, Forbidden, InvalidRequest
-from airlock.daemon.procs.utf8 import Utf8Chunker
-from airlock.daemon.protocol import ExecInput
-from airlock.daemon.tools.exec import run_exec
-from airlock.daemon.workspace import Workspace, validation_message
+from .auth import Scope
+from .errors import AirlockError, Forbidden, InvalidRequest
+from .procs.utf8 import Utf8Chunker
+from .protocol import ExecInput
+from .tools.exec import run_exec
+from .workspace import Workspace, validation_message
 
 log = logging.getLogger("airlockd")
 

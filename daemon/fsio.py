@@ -26,7 +26,7 @@ import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 
-from airlock.daemon.errors import (
+from .errors import (
     AirlockError,
     Conflict,
     Forbidden,
@@ -37,7 +37,7 @@ from airlock.daemon.errors import (
     StaleWrite,
     TooLarge,
 )
-from airlock.daemon.paths import Anchor, ResolvedPath, Roots
+from .paths import Anchor, ResolvedPath, Roots
 
 TEMP_MARKER = ".airlock-tmp-"
 # A full file system or a used-up quota: ``no_space`` (507), the caller frees space.

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from airlock.daemon import rights
+from . import rights
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from airlock.daemon.protocol import (
+from .protocol import (
     TOOL_SPECS,
     ArchivePutOutput,
     ErrorEnvelope,

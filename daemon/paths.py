@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from airlock.daemon import openat2
-from airlock.daemon.errors import (
+from . import openat2
+from .errors import (
     AirlockError,
     Conflict,
     Forbidden,

@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-from airlock.daemon.identity import ExecUser
+from .identity import ExecUser
 
 log = logging.getLogger("airlockd")
 

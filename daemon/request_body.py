@@ -22,7 +22,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from airlock.daemon.errors import InvalidRequest
+from .errors import InvalidRequest
 
 T = TypeVar("T")
 Offload = Callable[[Callable[[], T]], Awaitable[T]]

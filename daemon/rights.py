@@ -55,8 +55,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any, ParamSpec, TypeVar
 
-from airlock.daemon.identity import ExecUser
-from airlock.daemon.privsep import can_switch_user
+from .identity import ExecUser
+from .privsep import can_switch_user
 
 _SYS_SETGROUPS = {"x86_64": 116, "aarch64": 159}
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -24,8 +24,9 @@ from typing import Any
 from aiohttp import web
 
 from airlock import __version__ as VERSION
-from airlock.daemon.auth import Scope, TokenTable
-from airlock.daemon.errors import (
+
+from .auth import Scope, TokenTable
+from .errors import (
     AirlockError,
     ErrorCode,
     InvalidRequest,
@@ -33,18 +34,18 @@ from airlock.daemon.errors import (
     TooLarge,
     Unauthorized,
 )
-from airlock.daemon.exec_stream import exec_stream
-from airlock.daemon.metrics import DaemonMetrics
-from airlock.daemon.offload import run_cpu
-from airlock.daemon.openapi import openapi_document
-from airlock.daemon.protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
-from airlock.daemon.request_body import read_json_body
-from airlock.daemon.tracing import trace_middleware
-from airlock.daemon.transfer import ROUTES as TRANSFER_ROUTES
-from airlock.daemon.transfer import RouteHandler
-from airlock.daemon.transport import error_response, internal_error, json_response
-from airlock.daemon.watch import ROUTES as WATCH_ROUTES
-from airlock.daemon.workspace import Workspace
+from .exec_stream import exec_stream
+from .metrics import DaemonMetrics
+from .offload import run_cpu
+from .openapi import openapi_document
+from .protocol import TOOL_SPECS, HealthOutput, TextFile, ToolCatalog
+from .request_body import read_json_body
+from .tracing import trace_middleware
+from .transfer import ROUTES as TRANSFER_ROUTES
+from .transfer import RouteHandler
+from .transport import error_response, internal_error, json_response
+from .watch import ROUTES as WATCH_ROUTES
+from .workspace import Workspace
 
 log = logging.getLogger("airlockd")
 

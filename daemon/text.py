@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from airlock.daemon.errors import BinaryFile
+from .errors import BinaryFile
 
 BOM = b"\xef\xbb\xbf"
 LineEnding = Literal["lf", "crlf", "mixed", "none"]
@@ -282,7 +282,7 @@ def page_stream(
     Raises ``BinaryFile`` (NUL bytes win over invalid UTF-8, as in
     :func:`decode`) and ``InvalidRequest`` for an offset past the end.
     """
-    from airlock.daemon.errors import InvalidRequest
+    from .errors import InvalidRequest
 
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     pager = _Pager(offset, limit, budget)

@@ -49,8 +49,8 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
 
-from airlock.daemon.errors import AirlockError, Internal, InvalidRequest, Timeout, TooLarge
-from airlock.daemon.metrics import DaemonMetrics
+from .errors import AirlockError, Internal, InvalidRequest, Timeout, TooLarge
+from .metrics import DaemonMetrics
 
 log = logging.getLogger("airlockd")
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from airlock.daemon import apply_patch as apply_patch_engine
-from airlock.daemon.auth import Scope
-from airlock.daemon.context import DaemonConfig, ToolContext
-from airlock.daemon.errors import Forbidden, InvalidRequest, UnknownTool
-from airlock.daemon.offload import ThreadHop
-from airlock.daemon.protocol import (
+from . import apply_patch as apply_patch_engine
+from .auth import Scope
+from .context import DaemonConfig, ToolContext
+from .errors import Forbidden, InvalidRequest, UnknownTool
+from .offload import ThreadHop
+from .protocol import (
     TOOL_SPECS,
     TOOLS_BY_NAME,
     ApplyPatchInput,
@@ -57,9 +57,9 @@ from airlock.daemon.protocol import (
     ProcessWriteOutput,
     TextFile,
 )
-from airlock.daemon.search.engine import resolve_engine
-from airlock.daemon.tools import exec as exec_mod
-from airlock.daemon.tools import listing, patch, read, search, write
+from .search.engine import resolve_engine
+from .tools import exec as exec_mod
+from .tools import listing, patch, read, search, write
 
 
 def validation_message(exc: ValidationError) -> str:

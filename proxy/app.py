@@ -35,42 +35,42 @@ from aiohttp import web
 from mitmproxy.options import Options
 from mitmproxy.tools.dump import DumpMaster
 
-from airlock.proxy import ca as ca_mod
-from airlock.proxy import mitm
-from airlock.proxy.addons.audit_traffic import TrafficAudit
-from airlock.proxy.addons.auth import SessionAuth
-from airlock.proxy.addons.chain import Chain
-from airlock.proxy.addons.intercept import InterceptDecision
-from airlock.proxy.addons.lifecycle import ConnectionLifecycle
-from airlock.proxy.addons.limits import Budgets, SessionLimits
-from airlock.proxy.addons.policy import EgressPolicy
-from airlock.proxy.addons.scrub import Scrub
-from airlock.proxy.addons.swap import Swap
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.config import ConfigError, ProxyConfig, read_control_token
-from airlock.proxy.context import ProxyContext
-from airlock.proxy.control import ControlAPI
-from airlock.proxy.credentials import Credentials, GitHubAppMinter
-from airlock.proxy.egress import Egress
-from airlock.proxy.events import EventLog, EventTap, MemoryEvents, RedisEvents, TappedAudit
-from airlock.proxy.expiry import ExpiryWatcher
-from airlock.proxy.guard import GuardViolation, LivePairs, ResponseGuard
-from airlock.proxy.metrics import Metrics
-from airlock.proxy.reaper import SessionReaper
-from airlock.proxy.state import Connections
-from airlock.proxy.store.base import Store
+from . import ca as ca_mod
+from . import mitm
+from .addons.audit_traffic import TrafficAudit
+from .addons.auth import SessionAuth
+from .addons.chain import Chain
+from .addons.intercept import InterceptDecision
+from .addons.lifecycle import ConnectionLifecycle
+from .addons.limits import Budgets, SessionLimits
+from .addons.policy import EgressPolicy
+from .addons.scrub import Scrub
+from .addons.swap import Swap
+from .audit import AuditLog
+from .config import ConfigError, ProxyConfig, read_control_token
+from .context import ProxyContext
+from .control import ControlAPI
+from .credentials import Credentials, GitHubAppMinter
+from .egress import Egress
+from .events import EventLog, EventTap, MemoryEvents, RedisEvents, TappedAudit
+from .expiry import ExpiryWatcher
+from .guard import GuardViolation, LivePairs, ResponseGuard
+from .metrics import Metrics
+from .reaper import SessionReaper
+from .state import Connections
+from .store.base import Store
 
 log = logging.getLogger("airlock.proxy")
 
 
 def make_store(url: str, key_file: Path | None = None) -> Store:
     if url == "memory":
-        from airlock.proxy.store.memory import MemoryStore
+        from .store.memory import MemoryStore
 
         return MemoryStore()
     if url.startswith(("redis://", "rediss://", "unix://")):
-        from airlock.proxy.store.crypto import Sealer
-        from airlock.proxy.store.redis import RedisStore
+        from .store.crypto import Sealer
+        from .store.redis import RedisStore
 
         sealer = Sealer.from_file(key_file) if key_file is not None else None
         return RedisStore(url, sealer=sealer)
@@ -83,7 +83,7 @@ def make_events(url: str, key_file: Path | None = None) -> EventLog:
         return MemoryEvents()
     import redis.asyncio as aioredis
 
-    from airlock.proxy.store.crypto import Sealer
+    from .store.crypto import Sealer
 
     sealer = Sealer.from_file(key_file) if key_file is not None else None
     return RedisEvents(aioredis.Redis.from_url(url, socket_connect_timeout=1.0), sealer=sealer)

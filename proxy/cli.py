@@ -12,7 +12,8 @@ from pathlib import Path
 
 from airlock.client import cli_common
 from airlock.client.tracing import setup_otel
-from airlock.proxy.config import (
+
+from .config import (
     ConfigError,
     ProxyConfig,
     parse_allow,
@@ -209,7 +210,7 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
         if key_file is not None and args.store_plaintext:
             raise ConfigError("--store-key-file and --store-plaintext exclude each other")
         if key_file is not None:
-            from airlock.proxy.store.crypto import KeyFileError, Sealer
+            from .store.crypto import KeyFileError, Sealer
 
             try:
                 Sealer.from_file(key_file)
@@ -319,17 +320,17 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         return cli_common.fail("airlock-proxy", exc)
     _check_port_free("--listen", config.listen_host, config.listen_port)
-    from airlock.proxy.tracing import SPANS
+    from .tracing import SPANS
 
     if args.otel:
         try:
             setup_otel(SPANS, "airlock-proxy")
         except ImportError as exc:
             return cli_common.fail("airlock-proxy", exc)
-    from airlock.proxy.addons.chain import ChainError
-    from airlock.proxy.app import ProxyServer
-    from airlock.proxy.ca import CAError
-    from airlock.proxy.store.crypto import KeyFileError
+    from .addons.chain import ChainError
+    from .app import ProxyServer
+    from .ca import CAError
+    from .store.crypto import KeyFileError
 
     try:
         return asyncio.run(ProxyServer(config).run())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from airlock.proxy.protocol import is_valid_hostname, normalize_host
+from .protocol import is_valid_hostname, normalize_host
 
 DEFAULT_INTERCEPT = ("github.com", "api.github.com", "vercel.com", "api.vercel.com")
 

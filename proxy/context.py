@@ -8,15 +8,15 @@ from typing import Any
 
 from mitmproxy import http
 
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.config import ProxyConfig
-from airlock.proxy.credentials import Credentials
-from airlock.proxy.egress import Egress
-from airlock.proxy.events import EventLog, MemoryEvents
-from airlock.proxy.expiry import ExpiryWatcher
-from airlock.proxy.metrics import Metrics
-from airlock.proxy.state import Connections
-from airlock.proxy.store.base import Store
+from .audit import AuditLog
+from .config import ProxyConfig
+from .credentials import Credentials
+from .egress import Egress
+from .events import EventLog, MemoryEvents
+from .expiry import ExpiryWatcher
+from .metrics import Metrics
+from .state import Connections
+from .store.base import Store
 
 REFUSED = "airlock_refused"
 

@@ -21,11 +21,12 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from airlock import __version__
-from airlock.proxy.context import ProxyContext
-from airlock.proxy.credentials import CredentialUnavailable
-from airlock.proxy.metrics import CONTENT_TYPE_LATEST
-from airlock.proxy.openapi import openapi_document
-from airlock.proxy.protocol import (
+
+from .context import ProxyContext
+from .credentials import CredentialUnavailable
+from .metrics import CONTENT_TYPE_LATEST
+from .openapi import openapi_document
+from .protocol import (
     ERROR_STATUS,
     MAX_EVENT_WAIT_S,
     EventList,
@@ -38,7 +39,7 @@ from airlock.proxy.protocol import (
     SessionInfo,
     is_valid_id,
 )
-from airlock.proxy.store.base import (
+from .store.base import (
     LeaseRecord,
     PlaceholderInUse,
     SessionRecord,
@@ -46,7 +47,7 @@ from airlock.proxy.store.base import (
     hash_secret,
     now,
 )
-from airlock.proxy.tracing import request_trace_id, trace_middleware
+from .tracing import request_trace_id, trace_middleware
 
 log = logging.getLogger("airlock.proxy.control")
 

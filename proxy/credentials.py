@@ -34,7 +34,8 @@ from typing import Any, Literal
 import aiohttp
 
 from airlock.client.providers.jwt import app_jwt, load_private_key
-from airlock.proxy.protocol import Replacement
+
+from .protocol import Replacement
 
 __all__ = ["REFRESH_MARGIN_S", "CredentialUnavailable", "Credentials", "GitHubAppMinter"]
 

@@ -13,9 +13,9 @@ import asyncio
 import socket
 from dataclasses import dataclass
 
-from airlock.proxy.config import ProxyConfig
-from airlock.proxy.hosts import IPAddress, any_match, parse_ip, refused_address, unmap
-from airlock.proxy.store.base import SessionRecord
+from .config import ProxyConfig
+from .hosts import IPAddress, any_match, parse_ip, refused_address, unmap
+from .store.base import SessionRecord
 
 _WILDCARD = {"0.0.0.0", "::", ""}
 

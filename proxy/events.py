@@ -40,10 +40,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.protocol import Event
-from airlock.proxy.store.base import StoreUnavailable
-from airlock.proxy.store.crypto import Sealer, SealError
+from .audit import AuditLog
+from .protocol import Event
+from .store.base import StoreUnavailable
+from .store.crypto import Sealer, SealError
 
 log = logging.getLogger("airlock.proxy.events")
 

@@ -22,8 +22,8 @@ import heapq
 import logging
 import time
 
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.store.base import Store, StoreUnavailable
+from .audit import AuditLog
+from .store.base import Store, StoreUnavailable
 
 log = logging.getLogger("airlock.proxy.expiry")
 

@@ -37,7 +37,7 @@ import collections
 import re
 from collections.abc import Callable, Iterator, Mapping
 
-from airlock.proxy.scrubber import (
+from .scrubber import (
     find_forms,
     ordered_forms,
     parse_codings,

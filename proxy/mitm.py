@@ -68,7 +68,7 @@ from mitmproxy.proxy.layers.http._events import (
 from mitmproxy.proxy.layers.http._hooks import HttpRequestHook, HttpResponseHeadersHook
 from OpenSSL import SSL
 
-from airlock.proxy.guard import GuardViolation, ResponseGuard
+from .guard import GuardViolation, ResponseGuard
 
 log = logging.getLogger("airlock.proxy.mitm")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from airlock.proxy.protocol import (
+from .protocol import (
     MAX_EVENT_WAIT_S,
     ErrorBody,
     EventList,

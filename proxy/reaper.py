@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.state import Connections
-from airlock.proxy.store.base import Store, StoreUnavailable
+from .audit import AuditLog
+from .state import Connections
+from .store.base import Store, StoreUnavailable
 
 log = logging.getLogger("airlock.proxy.reaper")
 

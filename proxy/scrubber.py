@@ -37,7 +37,7 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from airlock.proxy.decoders import (
+from .decoders import (
     ChainDecoder,
     DecodeBudget,
     DecodedTooLarge,

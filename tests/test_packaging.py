@@ -146,6 +146,29 @@ def test_nothing_imports_the_top_level_daemon_proxy_or_client() -> None:
     assert offenders == [], "import airlock.X, never X"
 
 
+def test_imports_within_a_package_are_relative() -> None:
+    """Only imports across packages name ``airlock.X``: the structure reads from the files
+    themselves (a reader, or a tool that follows files, sees every edge inside a package)."""
+    import ast
+
+    offenders = []
+    for top in TOP_LEVEL:
+        own = f"airlock.{top}"
+        for path in (REPO / top).rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    if node.module == own or node.module.startswith(own + "."):
+                        offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.module}")
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.name == own or alias.name.startswith(own + "."):
+                            offenders.append(
+                                f"{path.relative_to(REPO)}:{node.lineno}: {alias.name}"
+                            )
+    assert offenders == [], "import within the package relatively (from ..paths import Roots)"
+
+
 def test_the_suite_refuses_a_top_level_import_at_run_time() -> None:
     """tests/conftest.py installs a guard: the mistake fails loudly, not subtly."""
     with pytest.raises(ImportError, match=r"airlock\.daemon"):

@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
-from airlock.client import envvars
-from airlock.client.daemon import AirlockError, DaemonClient
+from .. import envvars
+from ..daemon import AirlockError, DaemonClient
 
 DEFAULT_SOCKET_ENV = envvars.DAEMON_SOCKET
 TOKEN_ENV = envvars.DAEMON_TOKEN
@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     call.add_argument("input", nargs="?", default="{}", help="JSON object, or - for stdin")
     call.set_defaults(func=_call)
 
-    from airlock.client.commands import files, processes, terminal
+    from . import files, processes, terminal
 
     processes.register(sub)  # exec, ps, logs, kill
     terminal.register(sub)  # attach

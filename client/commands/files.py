@@ -17,9 +17,9 @@ import stat
 import sys
 from pathlib import Path
 
-from airlock.client.commands.daemon import _add_connection, _client
-from airlock.client.daemon import AirlockError
-from airlock.client.errors import IsDirectory
+from ..daemon import AirlockError
+from ..errors import IsDirectory
+from .daemon import _add_connection, _client
 
 PREFIX = "sandbox:"
 

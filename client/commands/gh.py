@@ -31,17 +31,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from airlock.client import envvars
-from airlock.client.github.shell import GitHubShell, GitHubShellDenied
-from airlock.client.providers import (
+from .. import envvars
+from ..github.shell import GitHubShell, GitHubShellDenied
+from ..providers import (
     CommandTokenProvider,
     CredentialError,
     GitHubAppProvider,
     StaticTokenProvider,
     TokenProvider,
 )
-from airlock.client.proxy import ProxyClient, ProxyError
-from airlock.client.sandboxes import DaemonSandbox, LocalSandbox, Sandbox
+from ..proxy import ProxyClient, ProxyError
+from ..sandboxes import DaemonSandbox, LocalSandbox, Sandbox
 
 DEFAULT_CONTROL = "unix:.airlock/proxy.sock"
 
@@ -174,7 +174,7 @@ async def _run(args: argparse.Namespace) -> int:
 async def _remote(
     args: argparse.Namespace, provider: TokenProvider, proxy: ProxyClient, data: dict[str, Any]
 ) -> Any:
-    from airlock.client.daemon import DaemonClient
+    from ..daemon import DaemonClient
 
     if not args.session:
         raise GitHubShellDenied("--session is required unless --local is given")

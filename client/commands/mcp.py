@@ -80,7 +80,7 @@ def _http_address(value: str) -> tuple[str, int]:
 
 def _prepare_github(args: argparse.Namespace) -> None:
     """Blocking set-up of github_shell (key and token files) before the loop starts."""
-    from airlock.client.commands.gh import _provider
+    from .gh import _provider
 
     args.provider = None
     if not args.proxy_control:
@@ -108,10 +108,10 @@ def _prepare_github(args: argparse.Namespace) -> None:
 
 async def _github_tool(args: argparse.Namespace, client: Any) -> Any:
     """The github_shell ExtraTool when the proxy and a credential provider are configured."""
-    from airlock.client.github.shell import GitHubShell
-    from airlock.client.mcp import ExtraTool
-    from airlock.client.proxy import ProxyClient
-    from airlock.client.sandboxes import DaemonSandbox
+    from ..github.shell import GitHubShell
+    from ..mcp import ExtraTool
+    from ..proxy import ProxyClient
+    from ..sandboxes import DaemonSandbox
 
     proxy = ProxyClient(args.proxy_control, token=args.proxy_token)
     workspace = (await client.health()).workspace
@@ -127,10 +127,10 @@ async def _github_tool(args: argparse.Namespace, client: Any) -> Any:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from airlock.client.daemon import DaemonClient
-    from airlock.client.errors import ClientError
-    from airlock.client.mcp import load, serve_http, serve_stdio
-    from airlock.client.mcp.transports import check_bind, is_loopback
+    from ..daemon import DaemonClient
+    from ..errors import ClientError
+    from ..mcp import load, serve_http, serve_stdio
+    from ..mcp.transports import check_bind, is_loopback
 
     include = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     http = _http_address(args.http) if args.http else None

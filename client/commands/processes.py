@@ -14,9 +14,10 @@ import sys
 import time
 from typing import TextIO
 
-from airlock.client.commands.daemon import _add_connection, _client, _print
-from airlock.client.daemon import AirlockError
 from airlock.daemon.protocol import ExecExitEvent, ExecInput, ExecOutputEvent
+
+from ..daemon import AirlockError
+from .daemon import _add_connection, _client, _print
 
 TIMEOUT_EXIT = 124
 

@@ -16,16 +16,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from airlock.client import envvars
-from airlock.client.leases import (
+from airlock.proxy.protocol import Allow, LeaseRule, Replacement
+
+from .. import envvars
+from ..leases import (
     git_basic_rule,
     github_api_rule,
     github_app_replacement,
     github_placeholder,
     vercel_placeholder,
 )
-from airlock.client.proxy import ProxyClient, ProxyError
-from airlock.proxy.protocol import Allow, LeaseRule, Replacement
+from ..proxy import ProxyClient, ProxyError
 
 DEFAULT_CONTROL = "unix:.airlock/proxy.sock"
 

@@ -22,8 +22,8 @@ import termios
 import tty
 from collections.abc import Iterator
 
-from airlock.client.commands.daemon import _add_connection, _client
-from airlock.client.daemon import AirlockError, DaemonClient
+from ..daemon import AirlockError, DaemonClient
+from .daemon import _add_connection, _client
 
 DETACH = b"\x10\x11"  # Ctrl-P Ctrl-Q
 _POLL_MS = 30000

@@ -5,8 +5,8 @@
 description models read.
 """
 
-from airlock.client.github.argv import CommandParseError, parse_command
-from airlock.client.github.models import (
+from .argv import CommandParseError, parse_command
+from .models import (
     DESCRIPTION,
     TOOL_NAME,
     GitHubPermission,
@@ -14,8 +14,8 @@ from airlock.client.github.models import (
     GitHubShellResult,
     input_schema,
 )
-from airlock.client.github.policy import approve, check_targets
-from airlock.client.github.shell import GitHubShell, GitHubShellDenied, GitHubShellError
+from .policy import approve, check_targets
+from .shell import GitHubShell, GitHubShellDenied, GitHubShellError
 
 __all__ = [
     "DESCRIPTION",

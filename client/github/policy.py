@@ -15,8 +15,8 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
-from airlock.client.github.argv import CommandParseError, parse_command
-from airlock.client.github.scopes import push_denial
+from .argv import CommandParseError, parse_command
+from .scopes import push_denial
 
 GIT_SUBCOMMANDS = frozenset({"fetch", "ls-remote", "pull", "push"})
 EXECUTABLES = ("gh", "git", "gh-signed-commit")

@@ -33,16 +33,24 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from airlock.client.github import scopes
-from airlock.client.github.argv import parse_command
-from airlock.client.github.models import (
+from airlock.daemon.errors import AirlockError
+from airlock.proxy.protocol import LeaseRule, SessionInfo
+
+from ..leases import git_basic_rule, github_api_rule, github_placeholder
+from ..providers.base import TokenProvider
+from ..providers.errors import CredentialError
+from ..proxy import ProxyClient, ProxyError
+from ..sandboxes import RunResult, Sandbox
+from . import scopes
+from .argv import parse_command
+from .models import (
     DESCRIPTION,
     TOOL_NAME,
     GitHubShellInput,
     GitHubShellResult,
     input_schema,
 )
-from airlock.client.github.policy import (
+from .policy import (
     Verdict,
     approve,
     check_targets,
@@ -51,14 +59,7 @@ from airlock.client.github.policy import (
     resolve_working_directory,
     with_origin,
 )
-from airlock.client.github.redact import basic_credential, redact, secret_forms, truncate_tail
-from airlock.client.leases import git_basic_rule, github_api_rule, github_placeholder
-from airlock.client.providers.base import TokenProvider
-from airlock.client.providers.errors import CredentialError
-from airlock.client.proxy import ProxyClient, ProxyError
-from airlock.client.sandboxes import RunResult, Sandbox
-from airlock.daemon.errors import AirlockError
-from airlock.proxy.protocol import LeaseRule, SessionInfo
+from .redact import basic_credential, redact, secret_forms, truncate_tail
 
 DEFAULT_EXECUTABLES: Mapping[str, Sequence[str]] = {
     "gh": ("gh",),

@@ -5,8 +5,8 @@ Needs the ``mcp`` extra (``pip install 'airlock[mcp]'``). See docs/mcp.md.
 
 from __future__ import annotations
 
-from airlock.client.mcp.server import AirlockMCP, ExtraTool, ToolCallFailed, load, render
-from airlock.client.mcp.transports import serve_http, serve_stdio
+from .server import AirlockMCP, ExtraTool, ToolCallFailed, load, render
+from .transports import serve_http, serve_stdio
 
 __all__ = [
     "AirlockMCP",

@@ -18,7 +18,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from airlock.client.tools import PAIR_NOTE, pair_array
+from ..tools import PAIR_NOTE, pair_array
 
 
 def _is_map(node: Mapping[str, Any]) -> bool:

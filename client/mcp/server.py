@@ -34,11 +34,11 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from airlock import __version__
-from airlock.client.daemon import DaemonClient
-from airlock.client.errors import ClientError, ToolError
-from airlock.client.tools import collect, mcp_tools, model_arguments, normalize_schema
 from airlock.daemon.protocol import ExecOutput
 
+from ..daemon import DaemonClient
+from ..errors import ClientError, ToolError
+from ..tools import collect, mcp_tools, model_arguments, normalize_schema
 from .methods import AirlockServer
 from .schemas import served_schema
 

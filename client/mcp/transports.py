@@ -16,14 +16,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airlock.client.mcp.server import AirlockMCP
+from .server import AirlockMCP
 
 HTTP_PATH = "/mcp"
 
 
 async def serve_stdio(app: AirlockMCP) -> None:
     """Serve on this process's stdin/stdout until the host closes them."""
-    from airlock.client.mcp.stdio import stdio_streams
+    from .stdio import stdio_streams
 
     async with stdio_streams() as (read, write):
         await app.server.run(read, write, app.server.create_initialization_options())
@@ -133,7 +133,7 @@ async def _buffered(receive: Any) -> tuple[bytes, Any]:
 
 def unknown_method_answer(body: bytes) -> bytes | None:
     """The -32601 answer when ``body`` is one JSON-RPC request for a method the SDK lacks."""
-    from airlock.client.mcp.methods import KNOWN_REQUESTS
+    from .methods import KNOWN_REQUESTS
 
     try:
         message = json.loads(body)

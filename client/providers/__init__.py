@@ -4,16 +4,16 @@ Only the orchestrator side (outside the sandbox) ever holds what these return;
 the sandbox sees placeholders, swapped by the proxy under a lease.
 """
 
-from airlock.client.providers.base import IssuedToken, TokenProvider
-from airlock.client.providers.command import CommandTokenProvider
-from airlock.client.providers.errors import (
+from .base import IssuedToken, TokenProvider
+from .command import CommandTokenProvider
+from .errors import (
     CredentialError,
     InstallationRequiredError,
     TokenRequestFailedError,
     TokenRequestRejectedError,
 )
-from airlock.client.providers.github_app import GitHubAppProvider
-from airlock.client.providers.static import StaticTokenProvider
+from .github_app import GitHubAppProvider
+from .static import StaticTokenProvider
 
 __all__ = [
     "CommandTokenProvider",

@@ -13,8 +13,8 @@ import datetime as dt
 import shlex
 from collections.abc import Mapping, Sequence
 
-from airlock.client.providers.base import IssuedToken
-from airlock.client.providers.errors import TokenRequestFailedError, TokenRequestRejectedError
+from .base import IssuedToken
+from .errors import TokenRequestFailedError, TokenRequestRejectedError
 
 
 class CommandTokenProvider:

@@ -17,7 +17,7 @@ request or response bodies that could contain a credential.
 
 from __future__ import annotations
 
-from airlock.client.errors import ClientError
+from ..errors import ClientError
 
 
 class CredentialError(ClientError):

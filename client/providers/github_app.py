@@ -20,14 +20,14 @@ from typing import Any
 
 import aiohttp
 
-from airlock.client.providers.base import IssuedToken
-from airlock.client.providers.errors import (
+from .base import IssuedToken
+from .errors import (
     CredentialError,
     InstallationRequiredError,
     TokenRequestFailedError,
     TokenRequestRejectedError,
 )
-from airlock.client.providers.jwt import app_jwt, load_private_key
+from .jwt import app_jwt, load_private_key
 
 REFRESH_MARGIN_S = 300
 DEFAULT_API_URL = "https://api.github.com"

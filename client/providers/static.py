@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from airlock.client.providers.base import IssuedToken
-from airlock.client.providers.errors import TokenRequestRejectedError
+from .base import IssuedToken
+from .errors import TokenRequestRejectedError
 
 
 class StaticTokenProvider:

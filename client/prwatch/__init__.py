@@ -12,8 +12,8 @@ Only :mod:`~airlock.client.prwatch.reader` and :mod:`~airlock.client.prwatch.wat
 do I/O; everything else is a pure function of its arguments.
 """
 
-from airlock.client.prwatch.frame import frame_wake
-from airlock.client.prwatch.notify import (
+from .frame import frame_wake
+from .notify import (
     DEFAULT_STALL_POLLS,
     Wake,
     WakeKind,
@@ -21,8 +21,8 @@ from airlock.client.prwatch.notify import (
     advance,
     initial_state,
 )
-from airlock.client.prwatch.reader import GitHubReader, PRWatchError
-from airlock.client.prwatch.registry import (
+from .reader import GitHubReader, PRWatchError
+from .registry import (
     active,
     cancel,
     complete,
@@ -34,7 +34,7 @@ from airlock.client.prwatch.registry import (
     register,
     status,
 )
-from airlock.client.prwatch.retry import (
+from .retry import (
     RetryDecision,
     RetryPolicy,
     backoff,
@@ -43,8 +43,8 @@ from airlock.client.prwatch.retry import (
     classify_status,
     server_delay,
 )
-from airlock.client.prwatch.snapshot import Check, Review, Snapshot, combine, snapshot
-from airlock.client.prwatch.watch import watch
+from .snapshot import Check, Review, Snapshot, combine, snapshot
+from .watch import watch
 
 __all__ = [
     "DEFAULT_STALL_POLLS",

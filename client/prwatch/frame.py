@@ -8,8 +8,8 @@ mode.
 
 from __future__ import annotations
 
-from airlock.client.prwatch.notify import Wake, WakeKind
-from airlock.client.prwatch.snapshot import Snapshot
+from .notify import Wake, WakeKind
+from .snapshot import Snapshot
 
 _MAX_LISTED_CHECKS = 5
 

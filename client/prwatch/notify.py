@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
-from airlock.client.prwatch.snapshot import Check, PRState, Review, Snapshot
+from .snapshot import Check, PRState, Review, Snapshot
 
 WakeKind = Literal["merged", "closed", "head_moved", "review", "checks_stalled"]
 

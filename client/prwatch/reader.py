@@ -20,15 +20,15 @@ from urllib.parse import quote
 
 import aiohttp
 
-from airlock.client.providers.base import TokenProvider
-from airlock.client.prwatch.retry import (
+from ..providers.base import TokenProvider
+from .retry import (
     DEFAULT_POLICY,
     RetryDecision,
     RetryPolicy,
     classify_error,
     classify_status,
 )
-from airlock.client.prwatch.snapshot import Snapshot, snapshot
+from .snapshot import Snapshot, snapshot
 
 DEFAULT_API_URL = "https://api.github.com"
 # What a watcher needs and nothing more: the installation token is narrowed

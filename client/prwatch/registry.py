@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from airlock.client.prwatch.notify import WatchState, initial_state
+from .notify import WatchState, initial_state
 
 Status = Literal["active", "completed", "cancelled"]
 RegistryState = dict[str, Any]

@@ -15,16 +15,16 @@ import asyncio
 import ssl
 from collections.abc import AsyncIterator, Callable
 
-from airlock.client.providers.base import TokenProvider
-from airlock.client.prwatch.notify import (
+from ..providers.base import TokenProvider
+from .notify import (
     DEFAULT_STALL_POLLS,
     Wake,
     WatchState,
     advance,
     initial_state,
 )
-from airlock.client.prwatch.reader import DEFAULT_API_URL, GitHubReader, Sleep
-from airlock.client.prwatch.retry import DEFAULT_POLICY, RetryPolicy
+from .reader import DEFAULT_API_URL, GitHubReader, Sleep
+from .retry import DEFAULT_POLICY, RetryPolicy
 
 DEFAULT_INTERVAL_S = 30.0
 

@@ -13,22 +13,22 @@ import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 
-from airlock.daemon.apply_patch.committer import commit, failure_error
-from airlock.daemon.apply_patch.journal import journal_root, recover_all
-from airlock.daemon.apply_patch.parser import parse_invocation
-from airlock.daemon.apply_patch.planner import (
+from ..context import ToolContext
+from ..errors import InvalidRequest, NotFound
+from ..fsio import CommitFailed
+from ..offload import run_cpu
+from ..paths import ResolvedPath
+from ..protocol import AppliedFile, ApplyPatchInput, ApplyPatchOutput
+from ..tools.editing import editing, finish_even_if_cancelled
+from .committer import commit, failure_error
+from .journal import journal_root, recover_all
+from .parser import parse_invocation
+from .planner import (
     PlannedChange,
     ResolvedOperation,
     resolve_operations,
 )
-from airlock.daemon.apply_patch.planner import plan_changes as _plan_changes
-from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import InvalidRequest, NotFound
-from airlock.daemon.fsio import CommitFailed
-from airlock.daemon.offload import run_cpu
-from airlock.daemon.paths import ResolvedPath
-from airlock.daemon.protocol import AppliedFile, ApplyPatchInput, ApplyPatchOutput
-from airlock.daemon.tools.editing import editing, finish_even_if_cancelled
+from .planner import plan_changes as _plan_changes
 
 log = logging.getLogger(__name__)
 

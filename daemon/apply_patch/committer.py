@@ -33,17 +33,17 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from airlock.daemon.apply_patch.journal import Journal, missing_dirs
-from airlock.daemon.apply_patch.staging import Staged, discard, install, restore, stage
-from airlock.daemon.errors import AirlockError, Internal, NoSpace
-from airlock.daemon.fsio import (
+from ..errors import AirlockError, Internal, NoSpace
+from ..fsio import (
     NO_SPACE_ERRNOS,
     CommitFailed,
     PlannedWrite,
     verify_unchanged,
 )
-from airlock.daemon.fsio import roll_back as fsio_roll_back
-from airlock.daemon.paths import Roots, walk_error
+from ..fsio import roll_back as fsio_roll_back
+from ..paths import Roots, walk_error
+from .journal import Journal, missing_dirs
+from .staging import Staged, discard, install, restore, stage
 
 # A write that failed on one of these found its path changed under it (a race with
 # another process), which is the caller's to retry, not an internal error.

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.errors import AirlockError, NotFound
-from airlock.daemon.fsio import (
+from ..errors import AirlockError, NotFound
+from ..fsio import (
     NOT_REGULAR,
     PlannedWrite,
     current_at,
@@ -54,8 +54,8 @@ from airlock.daemon.fsio import (
     temp_name_for,
     write_at,
 )
-from airlock.daemon.paths import ResolvedPath, Roots
-from airlock.daemon.rights import as_daemon
+from ..paths import ResolvedPath, Roots
+from ..rights import as_daemon
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from airlock.daemon.apply_patch.parser import Chunk
-from airlock.daemon.matching import (
+from ..matching import (
     LINE_PASSES,
     NORMALISERS,
     LineIndex,
@@ -30,6 +29,7 @@ from airlock.daemon.matching import (
     fold_typography,
     indent_shift,
 )
+from .parser import Chunk
 
 HINT_PASSES = (MatchPass.EXACT, MatchPass.TYPOGRAPHIC)  # starts-with already trims
 MAX_SHOWN_LINES = 20

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from airlock.daemon.errors import PatchParseError
+from ..errors import PatchParseError
 
 BEGIN = "*** Begin Patch"
 END = "*** End Patch"

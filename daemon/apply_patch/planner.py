@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from airlock.daemon.apply_patch.matcher import ChunkPlacer
-from airlock.daemon.apply_patch.parser import AddFile, DeleteFile, Operation, UpdateFile
-from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import (
+from ..context import ToolContext
+from ..errors import (
     AirlockError,
     AmbiguousMatch,
     BinaryFile,
@@ -37,9 +35,11 @@ from airlock.daemon.errors import (
     ReadOnly,
     TooLarge,
 )
-from airlock.daemon.fsio import PlannedWrite, read_file_bytes, refuse_read_only
-from airlock.daemon.paths import ResolvedPath
-from airlock.daemon.text import decode, split_lines
+from ..fsio import PlannedWrite, read_file_bytes, refuse_read_only
+from ..paths import ResolvedPath
+from ..text import decode, split_lines
+from .matcher import ChunkPlacer
+from .parser import AddFile, DeleteFile, Operation, UpdateFile
 
 MAX_LISTED_FAILURES = 30  # in the message; details.failures has every one
 OperationName = Literal["add", "update", "move", "delete"]

@@ -25,7 +25,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from airlock.daemon.fsio import (
+from ..fsio import (
     DEFAULT_FILE_MODE,
     RELEASE_LATER_BYTES,
     PlannedWrite,
@@ -34,7 +34,7 @@ from airlock.daemon.fsio import (
     release_later,
     temp_name_for,
 )
-from airlock.daemon.paths import Anchor
+from ..paths import Anchor
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from airlock.daemon.diagnostics.model import Finding
+from .model import Finding
 
 Key = tuple[str, str, str, str]
 _MAX_PAIRS = 40_000

@@ -21,10 +21,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from airlock.daemon.errors import AirlockError
-from airlock.daemon.paths import DEFAULT_GENERATED_DIRS, ResolvedPath, Roots
-from airlock.daemon.search.ignore import DIR_FLAGS
-from airlock.daemon.search.walk import MAX_WALK_DEPTH
+from ..errors import AirlockError
+from ..paths import DEFAULT_GENERATED_DIRS, ResolvedPath, Roots
+from ..search.ignore import DIR_FLAGS
+from ..search.walk import MAX_WALK_DEPTH
 
 MAX_FILES = 200
 _SKIPPED_DIRS = frozenset({*DEFAULT_GENERATED_DIRS, "__pycache__", "target", "build"})

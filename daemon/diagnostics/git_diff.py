@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
-from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
+from .model import MAX_FINDINGS_PER_FILE, Finding, finding
+from .procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
 
 CHECK = "git-diff"
 

@@ -36,9 +36,9 @@ from itertools import accumulate
 
 import tree_sitter
 
-from airlock.daemon.diagnostics import pyblocks
-from airlock.daemon.diagnostics.linediff import Region
-from airlock.daemon.diagnostics.model import Finding
+from . import pyblocks
+from .linediff import Region
+from .model import Finding
 
 
 @dataclass

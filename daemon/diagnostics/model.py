@@ -15,10 +15,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from airlock.daemon.protocol import Severity
+from ..protocol import Severity
 
 if TYPE_CHECKING:
-    from airlock.daemon.protocol import Diagnostic
+    from ..protocol import Diagnostic
 
 MAX_DIAGNOSTICS = 50
 """Per check, in any one answer: a model cannot act on more, and they cost tokens."""
@@ -50,7 +50,7 @@ class Diag:
     message: str
 
     def to_wire(self) -> Diagnostic:
-        from airlock.daemon.protocol import Diagnostic
+        from ..protocol import Diagnostic
 
         return Diagnostic(**asdict(self))
 

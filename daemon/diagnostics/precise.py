@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from airlock.daemon.diagnostics.model import Finding, finding
+from .model import Finding, finding
 
 CHECK = "syntax"
 PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.identity import ExecUser, spawn_kwargs
-from airlock.daemon.procs.group import kill_group
+from ..identity import ExecUser, spawn_kwargs
+from ..procs.group import kill_group
 
 STREAM_LIMIT = 64 * 1024 * 1024
 _REAP_WAIT_S = 5.0

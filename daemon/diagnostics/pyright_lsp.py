@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
-from airlock.daemon.diagnostics.procs import (
+from ..procs.group import kill_group
+from ..protocol import Severity
+from .model import MAX_FINDINGS_PER_FILE, Finding, finding
+from .procs import (
     READ_SCOPE,
     CheckTimeout,
     CheckUnavailable,
@@ -35,8 +37,6 @@ from airlock.daemon.diagnostics.procs import (
     Spawned,
     spawn,
 )
-from airlock.daemon.procs.group import kill_group
-from airlock.daemon.protocol import Severity
 
 CHECK = "types"
 NO_RULE = "basedpyright"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airlock.daemon.diagnostics.model import MAX_DIAGNOSTICS, CheckResult, Finding
-from airlock.daemon.protocol import Diagnostic, SkippedCheck
+from ..protocol import Diagnostic, SkippedCheck
+from .model import MAX_DIAGNOSTICS, CheckResult, Finding
 
 Results = dict[str, CheckResult]
 _MAX_LISTED_PATHS = 5

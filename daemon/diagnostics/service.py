@@ -20,26 +20,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics import git_diff, types
-from airlock.daemon.diagnostics.expand import MAX_FILES, expand
-from airlock.daemon.diagnostics.model import (
-    CheckResult,
-    Finding,
-    finding,
-)
-from airlock.daemon.diagnostics.procs import CheckTimeout, CheckUnavailable, RunAs
-from airlock.daemon.diagnostics.report import Results, capped, skip, skipped_entries
-from airlock.daemon.diagnostics.tracker import EditTracker
-from airlock.daemon.diagnostics.worker_client import WorkerClient, WorkerGone
-from airlock.daemon.errors import AirlockError, IsDirectory, NotFound, TooLarge
-from airlock.daemon.fsio import read_file_bytes
-from airlock.daemon.identity import ExecUser
-from airlock.daemon.paths import ResolvedPath, Roots
-from airlock.daemon.protocol import (
+from ..errors import AirlockError, IsDirectory, NotFound, TooLarge
+from ..fsio import read_file_bytes
+from ..identity import ExecUser
+from ..paths import ResolvedPath, Roots
+from ..protocol import (
     ALL_CHECKS,
     CheckName,
     DiagnosticsOutput,
 )
+from . import git_diff, types
+from .expand import MAX_FILES, expand
+from .model import (
+    CheckResult,
+    Finding,
+    finding,
+)
+from .procs import CheckTimeout, CheckUnavailable, RunAs
+from .report import Results, capped, skip, skipped_entries
+from .tracker import EditTracker
+from .worker_client import WorkerClient, WorkerGone
 
 _MEMO_FILES = 256
 TYPES_BACKOFF_S = 300.0

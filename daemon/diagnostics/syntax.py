@@ -14,8 +14,8 @@ from typing import Any
 
 import tree_sitter
 
-from airlock.daemon.diagnostics import precise
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
+from . import precise
+from .model import MAX_FINDINGS_PER_FILE, Finding, finding
 
 CHECK = "syntax"
 

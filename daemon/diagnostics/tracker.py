@@ -7,17 +7,17 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from airlock.daemon.diagnostics.baseline import new_findings
-from airlock.daemon.diagnostics.model import CheckResult, Finding
-from airlock.daemon.diagnostics.report import Results, capped, skipped_entries
-from airlock.daemon.fsio import PlannedWrite
-from airlock.daemon.paths import ResolvedPath
-from airlock.daemon.protocol import Diagnostic, SkippedCheck
+from ..fsio import PlannedWrite
+from ..paths import ResolvedPath
+from ..protocol import Diagnostic, SkippedCheck
+from .baseline import new_findings
+from .model import CheckResult, Finding
+from .report import Results, capped, skipped_entries
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from airlock.daemon.diagnostics.service import Ahead, DiagnosticsService
+    from .service import Ahead, DiagnosticsService
 
 
 def _cancel_soon(task: asyncio.Task[Results], loop: asyncio.AbstractEventLoop) -> None:

@@ -22,23 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics.languages import language_of
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
-from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
-from airlock.daemon.diagnostics.pyright_lsp import (
+from ..protocol import Severity
+from .languages import language_of
+from .model import MAX_FINDINGS_PER_FILE, Finding, finding
+from .procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
+from .pyright_lsp import (
     NO_RULE,
     LspUnavailable,
     PyrightServers,
     clean_message,
 )
-from airlock.daemon.diagnostics.typescript import (
+from .typescript import (
     TYPESCRIPT_ENV,
     TypeScriptCheckers,
     find_typescript,
     node_executable,
     run_typescript,
 )
-from airlock.daemon.protocol import Severity
 
 CHECK = "types"
 

@@ -14,13 +14,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
-from airlock.daemon.diagnostics.procs import READ_SCOPE, CheckUnavailable, RunAs
-from airlock.daemon.diagnostics.worker_client import WorkerClient
-from airlock.daemon.protocol import Severity
+from ..protocol import Severity
+from .model import MAX_FINDINGS_PER_FILE, Finding, finding
+from .procs import READ_SCOPE, CheckUnavailable, RunAs
+from .worker_client import WorkerClient
 
 if TYPE_CHECKING:
-    from airlock.daemon.diagnostics.types import TypeGroup
+    from .types import TypeGroup
 
 CHECK = "types"
 TYPESCRIPT_ENV = "AIRLOCK_TYPESCRIPT"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from airlock.daemon.diagnostics.model import MAX_FINDINGS_PER_FILE, Finding, finding
+from .model import MAX_FINDINGS_PER_FILE, Finding, finding
 
 CHECK = "whitespace"
 

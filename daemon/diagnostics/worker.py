@@ -32,18 +32,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics import incremental, linediff, precise
-from airlock.daemon.diagnostics.incremental import SyntaxState, Version
-from airlock.daemon.diagnostics.languages import language_of, shebang_language
-from airlock.daemon.diagnostics.model import Finding
-from airlock.daemon.diagnostics.syntax import (
+from ..errors import BinaryFile
+from ..text import decode
+from . import incremental, linediff, precise
+from .incremental import SyntaxState, Version
+from .languages import language_of, shebang_language
+from .model import Finding
+from .syntax import (
     SUPPORTED_LANGUAGES,
     GrammarUnavailable,
     SyntaxChecker,
 )
-from airlock.daemon.diagnostics.whitespace import WhitespaceState, check_lines, recheck_lines
-from airlock.daemon.errors import BinaryFile
-from airlock.daemon.text import decode
+from .whitespace import WhitespaceState, check_lines, recheck_lines
 
 _VERSIONS_KEPT = 16
 """Files whose last version (text, trees) is kept for incremental re-checks."""

@@ -22,14 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.diagnostics.procs import (
+from ..procs.group import kill_group
+from .procs import (
     READ_SCOPE,
     CheckTimeout,
     RunAs,
     Spawned,
     spawn,
 )
-from airlock.daemon.procs.group import kill_group
 
 
 def _python_path() -> str:

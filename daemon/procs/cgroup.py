@@ -21,7 +21,7 @@ import signal
 import time
 from pathlib import Path
 
-from airlock.daemon.rights import as_daemon_call
+from ..rights import as_daemon_call
 
 _ROUNDS = 100
 

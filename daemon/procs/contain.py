@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon import rights
-from airlock.daemon.procs import cgroup
+from .. import rights
+from . import cgroup
 
 log = logging.getLogger("airlockd")
 

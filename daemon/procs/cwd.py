@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from airlock.daemon.errors import InvalidRequest, IsDirectory, NotFound
-from airlock.daemon.paths import ResolvedPath, Roots
+from ..errors import InvalidRequest, IsDirectory, NotFound
+from ..paths import ResolvedPath, Roots
 
 
 class LandedElsewhere(OSError):

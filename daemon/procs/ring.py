@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from airlock.daemon.procs.utf8 import split_incomplete_tail
+from .utf8 import split_incomplete_tail
 
 DEFAULT_CAPACITY = 8 * 1024 * 1024
 

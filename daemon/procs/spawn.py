@@ -17,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import InvalidRequest, NotFound
-from airlock.daemon.identity import spawn_kwargs
-from airlock.daemon.paths import ResolvedPath
-from airlock.daemon.procs.contain import Cell
-from airlock.daemon.procs.cwd import check_cwd, opened_cwd, then
-from airlock.daemon.procs.pty import PtyPair, take_terminal
-from airlock.daemon.procs.tree import MARKER_VAR
-from airlock.daemon.tracing import trace_env
+from ..context import ToolContext
+from ..errors import InvalidRequest, NotFound
+from ..identity import spawn_kwargs
+from ..paths import ResolvedPath
+from ..tracing import trace_env
+from .contain import Cell
+from .cwd import check_cwd, opened_cwd, then
+from .pty import PtyPair, take_terminal
+from .tree import MARKER_VAR
 
 
 @dataclass(frozen=True)

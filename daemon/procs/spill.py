@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from airlock.daemon.rights import as_daemon
+from ..rights import as_daemon
 
 DEFAULT_PER_EXEC_CAP = 256 * 1024 * 1024
 DEFAULT_QUOTA = 1024 * 1024 * 1024

@@ -19,19 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airlock.daemon.errors import Conflict, InvalidRequest, NotFound
-from airlock.daemon.procs.contain import Containment
-from airlock.daemon.procs.pty import DEFAULT_TERM, PtyChannel, PtyPair
-from airlock.daemon.procs.ring import OutputRing
-from airlock.daemon.procs.spill import SpillStore
-from airlock.daemon.procs.tree import (
-    TreeGuard,
-    ZombieSweeper,
-    become_subreaper,
-    descendants,
-    subtree,
-)
-from airlock.daemon.protocol import (
+from ..errors import Conflict, InvalidRequest, NotFound
+from ..protocol import (
     MAX_LIVE_PROCESSES,
     PROCESS_RING_BYTES,
     ProcessInfo,
@@ -47,9 +36,20 @@ from airlock.daemon.protocol import (
     ProcessWriteInput,
     ProcessWriteOutput,
 )
+from .contain import Containment
+from .pty import DEFAULT_TERM, PtyChannel, PtyPair
+from .ring import OutputRing
+from .spill import SpillStore
+from .tree import (
+    TreeGuard,
+    ZombieSweeper,
+    become_subreaper,
+    descendants,
+    subtree,
+)
 
 if TYPE_CHECKING:
-    from airlock.daemon.context import ToolContext
+    from ..context import ToolContext
 
 _CHUNK = 65536
 _KEEP_EXITED = 64
@@ -128,7 +128,7 @@ class ProcessTable:
     # ------------------------------------------------------------ tools
 
     async def start(self, ctx: ToolContext, req: ProcessStartInput) -> ProcessStartOutput:
-        from airlock.daemon.procs.spawn import plan_spawn, spawn
+        from .spawn import plan_spawn, spawn
 
         async with self._start_lock:
             live = sum(1 for p in self._procs.values() if p.running)

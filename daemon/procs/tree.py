@@ -37,8 +37,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from airlock.daemon.procfs import task_files
-from airlock.daemon.procs.contain import Cell
+from ..procfs import task_files
+from .contain import Cell
 
 MARKER_VAR = "AIRLOCK_TREE"
 PR_SET_CHILD_SUBREAPER = 36

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from airlock.daemon.context import ToolContext
+from ..context import ToolContext
 
 ENV_OVERRIDE = "AIRLOCK_SEARCH_ENGINE"
 ENGINE_KEY = "search"

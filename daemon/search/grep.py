@@ -23,15 +23,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airlock.daemon.errors import Timeout
-from airlock.daemon.identity import ExecUser
-from airlock.daemon.search.engine import SearchEngine
-from airlock.daemon.search.ignore import opened, stack_for
-from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, LINE_CAP, LINE_CUT_MARKER
-from airlock.daemon.search.query import Query, file_filters
-from airlock.daemon.search.rows import EngineResult, FileBlock, Hit, strip_eol
-from airlock.daemon.search.runner import is_io_error, run_engine, timeout_message
-from airlock.daemon.search.walk import walk
+from ..errors import Timeout
+from ..identity import ExecUser
+from .engine import SearchEngine
+from .ignore import opened, stack_for
+from .limits import ENGINE_OUTPUT_CAP, LINE_CAP, LINE_CUT_MARKER
+from .query import Query, file_filters
+from .rows import EngineResult, FileBlock, Hit, strip_eol
+from .runner import is_io_error, run_engine, timeout_message
+from .walk import walk
 
 _BATCH_FILES = 1000
 _BATCH_BYTES = 96 * 1024

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from airlock.daemon.search.globs import translate
+from .globs import translate
 
 # Lowest precedence first, as rg orders them within one directory.
 IGNORE_FILE_NAMES: tuple[str, ...] = (".gitignore", ".ignore", ".rgignore")

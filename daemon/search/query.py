@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from airlock.daemon.errors import InvalidRequest
-from airlock.daemon.search.filetypes import FILE_TYPES
-from airlock.daemon.search.globs import translate
+from ..errors import InvalidRequest
+from .filetypes import FILE_TYPES
+from .globs import translate
 
 Mode = Literal["files_with_matches", "content", "count"]
 

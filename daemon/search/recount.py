@@ -29,15 +29,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from airlock.daemon.errors import AirlockError, Timeout
-from airlock.daemon.identity import ExecUser
-from airlock.daemon.paths import Roots
-from airlock.daemon.search.engine import SearchEngine
-from airlock.daemon.search.grep import GrepParser, grep_argv
-from airlock.daemon.search.query import Query
-from airlock.daemon.search.rg import CountParser, RgFilesParser, rg_argv
-from airlock.daemon.search.rows import Hit
-from airlock.daemon.search.runner import run_engine, timeout_message
+from ..errors import AirlockError, Timeout
+from ..identity import ExecUser
+from ..paths import Roots
+from .engine import SearchEngine
+from .grep import GrepParser, grep_argv
+from .query import Query
+from .rg import CountParser, RgFilesParser, rg_argv
+from .rows import Hit
+from .runner import run_engine, timeout_message
 
 BATCH = 200
 _SELF_FDS = Path("/proc/self/fd")

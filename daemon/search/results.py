@@ -12,16 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airlock.daemon.protocol import FileSearchOutput, SearchCount, SearchMatch
-from airlock.daemon.search.limits import (
+from ..protocol import FileSearchOutput, SearchCount, SearchMatch
+from .limits import (
     RESPONSE_BUDGET,
     TIGHT_LINE_CAP,
     TIGHT_LINE_CUT_MARKER,
     cut_line,
 )
-from airlock.daemon.search.query import Mode
-from airlock.daemon.search.rows import Hit
-from airlock.daemon.search.walk import path_key
+from .query import Mode
+from .rows import Hit
+from .walk import path_key
 
 _NOTE_CAP = 1500
 

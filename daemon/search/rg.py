@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.errors import InvalidRequest, Timeout
-from airlock.daemon.identity import ExecUser
-from airlock.daemon.search.leases import exclude_glob
-from airlock.daemon.search.limits import LINE_CAP, LINE_CUT_MARKER, cut_line
-from airlock.daemon.search.query import Query
-from airlock.daemon.search.rows import EngineResult, FileBlock, Hit, clean_path
-from airlock.daemon.search.runner import is_io_error, run_engine, timeout_message
-from airlock.daemon.search.stall import blocking_ignore_files, stall_message
+from ..errors import InvalidRequest, Timeout
+from ..identity import ExecUser
+from .leases import exclude_glob
+from .limits import LINE_CAP, LINE_CUT_MARKER, cut_line
+from .query import Query
+from .rows import EngineResult, FileBlock, Hit, clean_path
+from .runner import is_io_error, run_engine, timeout_message
+from .stall import blocking_ignore_files, stall_message
 
 # A line longer than the output cap is located by mapping its file; never scan past this.
 _LOCATE_SCAN_CAP = 512 * 1024 * 1024

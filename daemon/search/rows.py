@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airlock.daemon.search.limits import cut_line
+from .limits import cut_line
 
 
 @dataclass

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from airlock.daemon.identity import ExecUser, spawn_kwargs
-from airlock.daemon.procs.group import kill_group
-from airlock.daemon.search.limits import ENGINE_OUTPUT_CAP, STDERR_CAP
-from airlock.daemon.search.stall import watch_for_pipe_stall
+from ..identity import ExecUser, spawn_kwargs
+from ..procs.group import kill_group
+from .limits import ENGINE_OUTPUT_CAP, STDERR_CAP
+from .stall import watch_for_pipe_stall
 
 _CHUNK = 64 * 1024
 

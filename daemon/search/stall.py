@@ -23,9 +23,9 @@ import signal
 import stat
 from pathlib import Path
 
-from airlock.daemon.procfs import task_files
-from airlock.daemon.search.ignore import IGNORE_FILE_NAMES, opened
-from airlock.daemon.search.walk import walk
+from ..procfs import task_files
+from .ignore import IGNORE_FILE_NAMES, opened
+from .walk import walk
 
 FIRST_CHECK_S = 0.5
 CHECK_EVERY_S = 0.5

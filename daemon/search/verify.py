@@ -19,10 +19,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from airlock.daemon.errors import AirlockError
-from airlock.daemon.paths import Roots
-from airlock.daemon.search.limits import LINE_CAP, LINE_CUT_MARKER, cut_line
-from airlock.daemon.search.rows import Hit, strip_eol
+from ..errors import AirlockError
+from ..paths import Roots
+from .limits import LINE_CAP, LINE_CUT_MARKER, cut_line
+from .rows import Hit, strip_eol
 
 
 def _same(reported: str, actual_raw: bytes) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from airlock.daemon.search.ignore import DIR_FLAGS, IgnoreStack, opened
+from .ignore import DIR_FLAGS, IgnoreStack, opened
 
 Kind = Literal["file", "dir", "symlink", "other"]
 

@@ -6,7 +6,7 @@ with the standard library only, so the sandbox image needs nothing extra. See
 ``docs/signed-commits.md`` for the design decisions.
 """
 
-from airlock.daemon.signed_commit.commit import main, run
-from airlock.daemon.signed_commit.errors import SignedCommitError
+from .commit import main, run
+from .errors import SignedCommitError
 
 __all__ = ["SignedCommitError", "main", "run"]

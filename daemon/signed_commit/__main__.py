@@ -2,6 +2,6 @@
 
 import sys
 
-from airlock.daemon.signed_commit.commit import main
+from .commit import main
 
 sys.exit(main())

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from airlock.client.cli_common import add_common_flags
-from airlock.daemon.signed_commit.errors import EXIT_USAGE, SignedCommitError
+
+from .errors import EXIT_USAGE, SignedCommitError
 
 PROG = "airlock-signed-commit"
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")

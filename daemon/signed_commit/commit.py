@@ -25,16 +25,17 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from airlock.client.cli_common import error_line, peek_log_format
-from airlock.daemon.signed_commit.args import Options, is_oid, parse_args
-from airlock.daemon.signed_commit.errors import SignedCommitError
-from airlock.daemon.signed_commit.github import (
+
+from .args import Options, is_oid, parse_args
+from .errors import SignedCommitError
+from .github import (
     Endpoints,
     GitHubClient,
     GraphQLError,
     NetworkError,
     ssl_context,
 )
-from airlock.daemon.signed_commit.gitops import MODE_EXECUTABLE, Change, Git, basic_extraheader
+from .gitops import MODE_EXECUTABLE, Change, Git, basic_extraheader
 
 MUTATION = """\
 mutation($input: CreateCommitOnBranchInput!) {

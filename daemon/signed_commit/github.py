@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from airlock.daemon.signed_commit.errors import SignedCommitError
+from .errors import SignedCommitError
 
 USER_AGENT = "airlock-signed-commit"
 _TIMEOUT_S = 120.0

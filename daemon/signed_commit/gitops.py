@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from airlock.daemon.signed_commit.errors import SignedCommitError
+from .errors import SignedCommitError
 
 MODE_SYMLINK = "120000"
 MODE_GITLINK = "160000"

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.diagnostics.service import EditTracker
-from airlock.daemon.fsio import CommitFailed, PlannedWrite
-from airlock.daemon.paths import ResolvedPath
+from ..context import ToolContext
+from ..diagnostics.service import EditTracker
+from ..fsio import CommitFailed, PlannedWrite
+from ..paths import ResolvedPath
 
 T = TypeVar("T")
 
@@ -66,8 +66,8 @@ async def write_all(
     again from its root fd by the writer itself, so nothing needs re-checking.
     """
     # Imported here: the apply_patch package imports this module.
-    from airlock.daemon.apply_patch.committer import commit
-    from airlock.daemon.apply_patch.journal import journal_root
+    from ..apply_patch.committer import commit
+    from ..apply_patch.journal import journal_root
 
     await tracker.before_write()
     tracker.expect(plans)

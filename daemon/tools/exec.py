@@ -21,12 +21,12 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.procs.group import kill_group
-from airlock.daemon.procs.spawn import plan_spawn, spawn
-from airlock.daemon.procs.spill import CappedStream, SpillBudget, new_call_id
-from airlock.daemon.procs.tree import TreeGuard
-from airlock.daemon.protocol import ExecInput, ExecOutput
+from ..context import ToolContext
+from ..procs.group import kill_group
+from ..procs.spawn import plan_spawn, spawn
+from ..procs.spill import CappedStream, SpillBudget, new_call_id
+from ..procs.tree import TreeGuard
+from ..protocol import ExecInput, ExecOutput
 
 # A read plus a character the decoder held back stays within 64 KiB (one stream event).
 _CHUNK = 65536 - 4

@@ -16,12 +16,12 @@ import stat
 from pathlib import Path
 from typing import Literal
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import NotFound
-from airlock.daemon.paths import ResolvedPath, check_regular
-from airlock.daemon.protocol import FileListInput, FileListOutput, ListEntry
-from airlock.daemon.search.ignore import stack_for, why_ignored
-from airlock.daemon.search.walk import WalkStats, walk
+from ..context import ToolContext
+from ..errors import NotFound
+from ..paths import ResolvedPath, check_regular
+from ..protocol import FileListInput, FileListOutput, ListEntry
+from ..search.ignore import stack_for, why_ignored
+from ..search.walk import WalkStats, walk
 
 
 async def file_list(ctx: ToolContext, req: FileListInput) -> FileListOutput:

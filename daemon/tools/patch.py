@@ -11,17 +11,17 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.diffs import unified_diff, unified_diff_async
-from airlock.daemon.errors import (
+from ..context import ToolContext
+from ..diffs import unified_diff, unified_diff_async
+from ..errors import (
     AirlockError,
     AmbiguousMatch,
     HunkNotFound,
     InvalidRequest,
     StaleWrite,
 )
-from airlock.daemon.fsio import PlannedWrite, read_file_bytes, refuse_read_only, sha256_hex
-from airlock.daemon.matching import (
+from ..fsio import PlannedWrite, read_file_bytes, refuse_read_only, sha256_hex
+from ..matching import (
     LineIndex,
     MatchPass,
     apply_shift,
@@ -29,9 +29,9 @@ from airlock.daemon.matching import (
     indent_shift,
     trim_blank_edges,
 )
-from airlock.daemon.offload import run_cpu
-from airlock.daemon.paths import ResolvedPath
-from airlock.daemon.protocol import (
+from ..offload import run_cpu
+from ..paths import ResolvedPath
+from ..protocol import (
     FileDiffPreviewInput,
     FileDiffPreviewOutput,
     FileMultiPatchInput,
@@ -43,8 +43,8 @@ from airlock.daemon.protocol import (
     PatchEdit,
     PreviewFile,
 )
-from airlock.daemon.text import DecodedText, decode, split_lines
-from airlock.daemon.tools.editing import editing, write_all
+from ..text import DecodedText, decode, split_lines
+from .editing import editing, write_all
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from functools import partial
 from itertools import accumulate
 from typing import Protocol, TypeVar
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import AirlockError, InvalidRequest, TooLarge
-from airlock.daemon.fsio import read_all
-from airlock.daemon.paths import ResolvedPath
-from airlock.daemon.protocol import (
+from ..context import ToolContext
+from ..errors import AirlockError, InvalidRequest, TooLarge
+from ..fsio import read_all
+from ..paths import ResolvedPath
+from ..protocol import (
     ErrorBody,
     FileMultiReadInput,
     FileMultiReadOutput,
@@ -24,7 +24,7 @@ from airlock.daemon.protocol import (
     ImageFile,
     TextFile,
 )
-from airlock.daemon.text import StreamPage, decode, page_stream, split_lines
+from ..text import StreamPage, decode, page_stream, split_lines
 
 # Files up to this size are read whole (the fast path for the usual small file);
 # larger ones are decoded and paged as a stream.

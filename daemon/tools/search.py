@@ -14,22 +14,22 @@ import dataclasses
 import stat
 from pathlib import Path
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.errors import Internal, InvalidRequest, NotFound
-from airlock.daemon.paths import ResolvedPath, check_regular
-from airlock.daemon.protocol import FileSearchInput, FileSearchOutput
-from airlock.daemon.search.engine import INSTALL_HINT, resolve_engine
-from airlock.daemon.search.grep import search_grep
-from airlock.daemon.search.ignore import has_rules, star_ignored_dirs, why_ignored
-from airlock.daemon.search.leases import current_leases, leased_under
-from airlock.daemon.search.leases import note as leases_note
-from airlock.daemon.search.limits import has_regex_meta
-from airlock.daemon.search.query import Query, file_filters
-from airlock.daemon.search.recount import recount
-from airlock.daemon.search.results import Page, order
-from airlock.daemon.search.rg import search_rg
-from airlock.daemon.search.verify import verify_rows
-from airlock.daemon.tools.listing import printable
+from ..context import ToolContext
+from ..errors import Internal, InvalidRequest, NotFound
+from ..paths import ResolvedPath, check_regular
+from ..protocol import FileSearchInput, FileSearchOutput
+from ..search.engine import INSTALL_HINT, resolve_engine
+from ..search.grep import search_grep
+from ..search.ignore import has_rules, star_ignored_dirs, why_ignored
+from ..search.leases import current_leases, leased_under
+from ..search.leases import note as leases_note
+from ..search.limits import has_regex_meta
+from ..search.query import Query, file_filters
+from ..search.recount import recount
+from ..search.results import Page, order
+from ..search.rg import search_rg
+from ..search.verify import verify_rows
+from .listing import printable
 
 
 async def file_search(ctx: ToolContext, req: FileSearchInput) -> FileSearchOutput:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 
-from airlock.daemon.context import ToolContext
-from airlock.daemon.diffs import unified_diff_async
-from airlock.daemon.errors import NotFound, StaleWrite, TooLarge
-from airlock.daemon.fsio import PlannedWrite, read_all, refuse_read_only, sha256_hex
-from airlock.daemon.paths import ResolvedPath, check_regular
-from airlock.daemon.protocol import FileWriteInput, FileWriteOutput
-from airlock.daemon.text import decode
-from airlock.daemon.tools.editing import editing, write_all
+from ..context import ToolContext
+from ..diffs import unified_diff_async
+from ..errors import NotFound, StaleWrite, TooLarge
+from ..fsio import PlannedWrite, read_all, refuse_read_only, sha256_hex
+from ..paths import ResolvedPath, check_regular
+from ..protocol import FileWriteInput, FileWriteOutput
+from ..text import decode
+from .editing import editing, write_all
 
 
 def _current(ctx: ToolContext, resolved: ResolvedPath, req: FileWriteInput) -> bytes | None:

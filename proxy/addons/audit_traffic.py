@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 
 from mitmproxy import connection, http
 
-from airlock.proxy.audit import audit_path_of
-from airlock.proxy.context import REFUSED, ProxyContext, refused
-from airlock.proxy.protocol import normalize_host
+from ..audit import audit_path_of
+from ..context import REFUSED, ProxyContext, refused
+from ..protocol import normalize_host
 
 _DOWN = "airlock_bytes_down"
 

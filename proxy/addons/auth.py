@@ -32,9 +32,9 @@ import binascii
 
 from mitmproxy import connection, http
 
-from airlock.proxy.context import ProxyContext, refused
-from airlock.proxy.state import Tunnel
-from airlock.proxy.store.base import SessionRecord, StoreUnavailable
+from ..context import ProxyContext, refused
+from ..state import Tunnel
+from ..store.base import SessionRecord, StoreUnavailable
 
 SESSION = "airlock_session"
 

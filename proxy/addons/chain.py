@@ -38,7 +38,7 @@ from mitmproxy import connection, flow, http, tls
 from mitmproxy.hooks import all_hooks
 from mitmproxy.proxy import server_hooks
 
-from airlock.proxy.context import REFUSED, ProxyContext
+from ..context import REFUSED, ProxyContext
 
 log = logging.getLogger("airlock.proxy.chain")
 

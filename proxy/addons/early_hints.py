@@ -27,7 +27,7 @@ from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import HttpLayer, _http1, _http2
 
-from airlock.proxy.scrubber import scrub, scrub_name
+from ..scrubber import scrub, scrub_name
 
 PairsFor = Callable[[str], Mapping[bytes, bytes] | None]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from mitmproxy.tls import ClientHelloData, TlsData
 
-from airlock.proxy.context import ProxyContext
-from airlock.proxy.mitm import select_http1
+from ..context import ProxyContext
+from ..mitm import select_http1
 
 _MARK = "_airlock_http1_only"
 

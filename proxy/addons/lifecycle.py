@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from mitmproxy import connection, http
 
-from airlock.proxy.context import ProxyContext
+from ..context import ProxyContext
 
 Counter = Callable[[str, Callable[[int], None], Callable[[int], None]], bool]
 

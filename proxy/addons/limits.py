@@ -45,9 +45,9 @@ from collections.abc import Awaitable, Callable
 
 from mitmproxy import connection, http, tcp, tls
 
-from airlock.proxy.addons.auth import SESSION
-from airlock.proxy.context import ProxyContext, refused
-from airlock.proxy.store.base import SessionRecord
+from ..context import ProxyContext, refused
+from ..store.base import SessionRecord
+from .auth import SESSION
 
 _MAX_BUCKETS = 10_000
 # The most one read of a client connection hands to mitmproxy (HTTP/2 parsing

@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import logging
 
-from airlock.proxy.scrubber import scrub
+from ..scrubber import scrub
 
 MAX_FORMS = 100_000
 _recent: collections.OrderedDict[bytes, bytes] = collections.OrderedDict()

@@ -12,12 +12,12 @@ from __future__ import annotations
 from mitmproxy import http
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
-from airlock.proxy.addons.auth import SESSION
-from airlock.proxy.context import ProxyContext, refused
-from airlock.proxy.egress import Refused
-from airlock.proxy.protocol import normalize_host
-from airlock.proxy.state import Tunnel
-from airlock.proxy.store.base import SessionRecord
+from ..context import ProxyContext, refused
+from ..egress import Refused
+from ..protocol import normalize_host
+from ..state import Tunnel
+from ..store.base import SessionRecord
+from .auth import SESSION
 
 
 class EgressPolicy:

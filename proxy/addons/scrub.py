@@ -46,9 +46,8 @@ from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.http1 import expected_http_body_size
 from mitmproxy.utils import human
 
-from airlock.proxy.addons import early_hints, errors, logscrub, trailers, upgrade
-from airlock.proxy.context import REFUSED, ProxyContext
-from airlock.proxy.scrubber import (
+from ..context import REFUSED, ProxyContext
+from ..scrubber import (
     ChainDecoder,
     DecodedTooLarge,
     DecodeError,
@@ -58,6 +57,7 @@ from airlock.proxy.scrubber import (
     scrub_name,
     supported,
 )
+from . import early_hints, errors, logscrub, trailers, upgrade
 
 DEFAULT_BUFFER_LIMIT = 4 * 1024 * 1024
 

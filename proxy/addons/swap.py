@@ -37,16 +37,16 @@ from dataclasses import dataclass
 from mitmproxy import http
 from mitmproxy.net.http import url
 
-from airlock.proxy.addons import logscrub
-from airlock.proxy.audit import audit_path_of
-from airlock.proxy.context import ProxyContext, refused
-from airlock.proxy.credentials import CredentialUnavailable
-from airlock.proxy.mitm import BODY_GATE
-from airlock.proxy.protocol import LeaseRule, normalize_host
-from airlock.proxy.scope.check import BodyGate, Refusal, check_head
-from airlock.proxy.scrubber import token_forms
-from airlock.proxy.state import ClientState, Tunnel
-from airlock.proxy.store.base import PlaceholderEntry, StoreUnavailable
+from ..audit import audit_path_of
+from ..context import ProxyContext, refused
+from ..credentials import CredentialUnavailable
+from ..mitm import BODY_GATE
+from ..protocol import LeaseRule, normalize_host
+from ..scope.check import BodyGate, Refusal, check_head
+from ..scrubber import token_forms
+from ..state import ClientState, Tunnel
+from ..store.base import PlaceholderEntry, StoreUnavailable
+from . import logscrub
 
 _FORM = re.compile(r"^[ \t]*(token|bearer|basic)[ \t]+([^ \t]+)[ \t]*$", re.IGNORECASE)
 

@@ -24,7 +24,7 @@ from mitmproxy.proxy import commands
 from mitmproxy.proxy.layers import websocket
 from mitmproxy.proxy.layers.http import _http1
 
-from airlock.proxy.scrubber import scrub
+from ..scrubber import scrub
 
 PairsFor = Callable[[str], Mapping[bytes, bytes] | None]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from airlock.proxy.protocol import Allow, GitAllow, GraphQLAllow
-from airlock.proxy.scope import git as gitscope
-from airlock.proxy.scope.graphql import MAX_BODY, GraphQLRefused, check_body
-from airlock.proxy.scope.paths import AmbiguousPath, glob_match, normalize_path
+from ..protocol import Allow, GitAllow, GraphQLAllow
+from . import git as gitscope
+from .graphql import MAX_BODY, GraphQLRefused, check_body
+from .paths import AmbiguousPath, glob_match, normalize_path
 
 __all__ = [
     "ALLOWED",

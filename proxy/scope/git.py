@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from airlock.proxy.scope.paths import glob_match
+from .paths import glob_match
 
 __all__ = [
     "COMMAND_LIST_BOUND",

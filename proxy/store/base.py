@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airlock.proxy.protocol import LeaseRule
+from ..protocol import LeaseRule
 
 
 class StoreUnavailable(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airlock.proxy.store.base import (
+from .base import (
     LeaseRecord,
     PlaceholderEntry,
     PlaceholderInUse,
@@ -19,7 +19,7 @@ from airlock.proxy.store.base import (
     Store,
     now,
 )
-from airlock.proxy.store.census import LiveCount
+from .census import LiveCount
 
 
 class MemoryStore(Store):

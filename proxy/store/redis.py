@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 
-from airlock.proxy.store.base import (
+from .base import (
     LeaseRecord,
     PlaceholderEntry,
     PlaceholderInUse,
@@ -44,7 +44,7 @@ from airlock.proxy.store.base import (
     StoreUnavailable,
     now,
 )
-from airlock.proxy.store.crypto import MAGIC, Sealer, SealError
+from .crypto import MAGIC, Sealer, SealError
 
 T = TypeVar("T")
 
