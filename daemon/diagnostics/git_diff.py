@@ -96,17 +96,6 @@ def _git(repo: Path | None, *args: str) -> list[str]:
     return [*argv, *args]
 
 
-def find_repo(path: Path) -> Path | None:
-    """The work tree holding ``path``: the nearest ancestor with a ``.git`` entry.
-
-    Blocking (stat calls): callers run it in a thread.
-    """
-    for folder in (path, *path.parents) if path.is_dir() else path.parents:
-        if (folder / ".git").exists():
-            return folder
-    return None
-
-
 @dataclass(frozen=True)
 class IndexEntry:
     blob: str

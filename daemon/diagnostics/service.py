@@ -29,6 +29,7 @@ from ..protocol import (
     CheckName,
     DiagnosticsOutput,
 )
+from ..worktree import find_work_tree
 from . import git_diff, types
 from .expand import MAX_FILES, expand
 from .model import (
@@ -559,7 +560,7 @@ def _drop_checker_parse_errors(results: Results) -> None:
 
 def _repos_of(files: list[Path]) -> tuple[dict[Path, Path | None], set[Path]]:
     """Each path's work tree, and which paths are directories (stat calls: a thread)."""
-    return {f: git_diff.find_repo(f) for f in files}, {f for f in files if f.is_dir()}
+    return {f: find_work_tree(f) for f in files}, {f for f in files if f.is_dir()}
 
 
 def _reason(exc: BaseException) -> str:

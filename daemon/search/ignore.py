@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..worktree import find_work_tree
 from .globs import translate
 
 # Lowest precedence first, as rg orders them within one directory.
@@ -191,10 +192,7 @@ def load_dir(dir_fd: int, base: str) -> tuple[RuleFile, ...]:
 
 def find_ignore_root(root: Path) -> Path:
     """The git work tree holding ``root``, else ``root``: where rule files start to count."""
-    for candidate in (root, *root.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return root
+    return find_work_tree(root) or root
 
 
 @dataclass(frozen=True)
