@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +14,7 @@ from .egress import Egress
 from .events import EventLog, MemoryEvents
 from .expiry import ExpiryWatcher
 from .metrics import Metrics
+from .protocol import error_json
 from .state import Connections
 from .store.base import Store
 
@@ -45,7 +45,7 @@ class ProxyContext:
         headers = {"content-type": "application/json", "x-airlock-refusal": reason}
         if status == 407:
             headers["proxy-authenticate"] = 'Basic realm="airlock-proxy"'
-        body = json.dumps({"error": {"code": reason, "message": message}}).encode()
+        body = error_json(reason, message)
         flow.response = http.Response.make(status, body, headers)
         flow.metadata[REFUSED] = reason
         self.metrics.refusals.labels(reason=reason).inc()

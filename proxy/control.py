@@ -37,6 +37,7 @@ from .protocol import (
     LeaseRuleInfo,
     SessionCreate,
     SessionInfo,
+    error_json,
     is_valid_id,
 )
 from .store.base import (
@@ -66,8 +67,11 @@ class ApiError(Exception):
 
 
 def _error(code: str, message: str) -> web.Response:
-    body = {"error": {"code": code, "message": message}}
-    return web.json_response(body, status=ERROR_STATUS.get(code, 500))
+    return web.Response(
+        body=error_json(code, message),
+        status=ERROR_STATUS.get(code, 500),
+        content_type="application/json",
+    )
 
 
 def _json(model: BaseModel, status: int = 200) -> web.Response:

@@ -42,7 +42,6 @@ mitmproxy 11.0.x by ``pyproject.toml``):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
@@ -69,6 +68,7 @@ from mitmproxy.proxy.layers.http._hooks import HttpRequestHook, HttpResponseHead
 from OpenSSL import SSL
 
 from .guard import GuardViolation, ResponseGuard
+from .protocol import error_json
 
 log = logging.getLogger("airlock.proxy.mitm")
 
@@ -164,7 +164,7 @@ _original: Callable[..., Any] | None = None
 
 
 def _error_response(status: int, reason: str, code: str, message: str) -> bytes:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = error_json(code, message)
     head = (
         f"HTTP/1.1 {status} {reason}\r\n"
         "content-type: application/json\r\n"

@@ -10,6 +10,7 @@ that the proxy sends back carries one.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Literal
@@ -34,6 +35,7 @@ __all__ = [
     "Replacement",
     "SessionCreate",
     "SessionInfo",
+    "error_json",
     "is_valid_hostname",
     "is_valid_id",
     "normalize_host",
@@ -377,3 +379,12 @@ class ErrorDetail(_Model):
 
 class ErrorBody(_Model):
     error: ErrorDetail
+
+
+def error_json(code: str, message: str) -> bytes:
+    """The proxy's one JSON error body, ``{"error": {"code", "message"}}``, as bytes.
+
+    Every answer the proxy makes itself uses it: refusals to the sandbox, the
+    mitmproxy error pages, the head guard's raw answers and the control API.
+    """
+    return json.dumps({"error": {"code": code, "message": message}}).encode()

@@ -27,7 +27,6 @@ delivered, and each concern checks :func:`airlock.proxy.context.refused`.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,6 +38,7 @@ from mitmproxy.hooks import all_hooks
 from mitmproxy.proxy import server_hooks
 
 from ..context import REFUSED, ProxyContext
+from ..protocol import error_json
 
 log = logging.getLogger("airlock.proxy.chain")
 
@@ -121,15 +121,11 @@ class Chain:
 
     @staticmethod
     def _answer_502(data: http.HTTPFlow) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "addon_error",
-                    "message": "airlock-proxy failed while handling this request; "
-                    "nothing was forwarded upstream; retry, and report it if it persists",
-                }
-            }
-        ).encode()
+        body = error_json(
+            "addon_error",
+            "airlock-proxy failed while handling this request; "
+            "nothing was forwarded upstream; retry, and report it if it persists",
+        )
         data.response = http.Response.make(
             502,
             body,

@@ -17,7 +17,6 @@ never sent. For HTTP/2 clients the server side class is replaced too
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator
 from typing import Any
 
@@ -27,6 +26,8 @@ from mitmproxy.net.http import http1, status_codes
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.layers.http import _base, _http1, _http2
 from mitmproxy.proxy.layers.http._events import ResponseProtocolError
+
+from ..protocol import error_json
 
 # status -> (error code, message saying what to do next)
 _ERRORS: dict[int, tuple[str, str]] = {
@@ -82,7 +83,7 @@ def classify(status_code: int, message: str = "") -> tuple[str, str]:
 def error_body(status_code: int, message: str = "") -> bytes:
     """The JSON envelope for ``status_code``; never carries ``message`` itself."""
     code, text = classify(status_code, message)
-    return json.dumps({"error": {"code": code, "message": text}}).encode()
+    return error_json(code, text)
 
 
 def format_error(status_code: int, message: str = "") -> bytes:
