@@ -51,13 +51,9 @@ from .config import ConfigError, ProxyConfig, read_control_token
 from .context import ProxyContext
 from .control import ControlAPI
 from .credentials import Credentials, GitHubAppMinter
-from .egress import Egress
 from .events import EventLog, EventTap, MemoryEvents, RedisEvents, TappedAudit
-from .expiry import ExpiryWatcher
 from .guard import GuardViolation, LivePairs, ResponseGuard
-from .metrics import Metrics
 from .reaper import SessionReaper
-from .state import Connections
 from .store.base import Store
 
 log = logging.getLogger("airlock.proxy")
@@ -247,16 +243,8 @@ class ProxyServer:
         events = make_events(config.store_url, config.store_key_file)
         audit.taps.append(EventTap(events))
         await events.start()
-        ctx = ProxyContext(
-            config=config,
-            store=store,
-            audit=audit,
-            metrics=Metrics(),
-            connections=Connections(),
-            egress=Egress(config),
-            expiry=ExpiryWatcher(store, audit),
-            credentials=make_credentials(config, trust),
-            events=events,
+        ctx = ProxyContext.create(
+            config, store, audit, credentials=make_credentials(config, trust), events=events
         )
         mitm.install_body_gate()
         opts = Options(

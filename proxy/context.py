@@ -33,6 +33,31 @@ class ProxyContext:
     credentials: Credentials = field(default_factory=Credentials)
     events: EventLog = field(default_factory=MemoryEvents)
 
+    @classmethod
+    def create(
+        cls,
+        config: ProxyConfig,
+        store: Store,
+        audit: AuditLog,
+        *,
+        connections: Connections | None = None,
+        credentials: Credentials | None = None,
+        events: EventLog | None = None,
+    ) -> ProxyContext:
+        """The one way to assemble a context: what derives from config, store and audit
+        (metrics, egress policy, expiry watcher) is built here, for the app and tests alike."""
+        return cls(
+            config=config,
+            store=store,
+            audit=audit,
+            metrics=Metrics(),
+            connections=connections if connections is not None else Connections(),
+            egress=Egress(config),
+            expiry=ExpiryWatcher(store, audit),
+            credentials=credentials if credentials is not None else Credentials(),
+            events=events if events is not None else MemoryEvents(),
+        )
+
     def refuse(
         self,
         flow: http.HTTPFlow,

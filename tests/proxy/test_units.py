@@ -15,10 +15,6 @@ from airlock.proxy.addons.swap import candidates
 from airlock.proxy.audit import AuditLog
 from airlock.proxy.config import ConfigError, ControlEndpoint, ProxyConfig, parse_intercept
 from airlock.proxy.context import ProxyContext
-from airlock.proxy.egress import Egress
-from airlock.proxy.expiry import ExpiryWatcher
-from airlock.proxy.metrics import Metrics
-from airlock.proxy.state import Connections
 from airlock.proxy.store.memory import MemoryStore
 
 
@@ -72,15 +68,7 @@ def _ctx(tmp_path: Path) -> ProxyContext:
     )
     store = MemoryStore()
     audit = AuditLog(tmp_path / "audit.log")
-    return ProxyContext(
-        config=config,
-        store=store,
-        audit=audit,
-        metrics=Metrics(),
-        connections=Connections(),
-        egress=Egress(config),
-        expiry=ExpiryWatcher(store, audit),
-    )
+    return ProxyContext.create(config, store, audit)
 
 
 def test_server_connect_dials_only_the_pinned_address(tmp_path: Path) -> None:

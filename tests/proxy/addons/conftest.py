@@ -13,10 +13,7 @@ from mitmproxy.test import taddons, tflow
 from airlock.proxy.audit import AuditLog
 from airlock.proxy.config import ControlEndpoint, ProxyConfig
 from airlock.proxy.context import ProxyContext
-from airlock.proxy.egress import Egress
-from airlock.proxy.expiry import ExpiryWatcher
-from airlock.proxy.metrics import Metrics
-from airlock.proxy.state import Connections, Tunnel
+from airlock.proxy.state import Tunnel
 from airlock.proxy.store.memory import MemoryStore
 
 REAL = "ghs_REALunit0123456789abcdefABCDEF0123"
@@ -33,15 +30,7 @@ def ctx(tmp_path: Path) -> Iterator[ProxyContext]:
     )
     store = MemoryStore()
     audit = AuditLog(tmp_path / "audit.log")
-    context = ProxyContext(
-        config=config,
-        store=store,
-        audit=audit,
-        metrics=Metrics(),
-        connections=Connections(),
-        egress=Egress(config),
-        expiry=ExpiryWatcher(store, audit),
-    )
+    context = ProxyContext.create(config, store, audit)
     with taddons.context(Proxyserver()) as tctx:  # type: ignore[no-untyped-call]
         tctx.configure(tctx.master.addons.get("proxyserver"), stream_large_bodies="4m")
         yield context

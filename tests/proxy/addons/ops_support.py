@@ -19,9 +19,6 @@ from mitmproxy.test import tflow
 from airlock.proxy.audit import AuditLog
 from airlock.proxy.config import ControlEndpoint, ProxyConfig
 from airlock.proxy.context import ProxyContext
-from airlock.proxy.egress import Egress
-from airlock.proxy.expiry import ExpiryWatcher
-from airlock.proxy.metrics import Metrics
 from airlock.proxy.state import Connections
 from airlock.proxy.store.memory import MemoryStore
 
@@ -53,15 +50,7 @@ def make_harness(tmp_path: Path, **config: Any) -> Harness:
     connections = Connections()
     killed: list[tuple[str, str]] = []
     connections.set_killer(lambda cid, reason: killed.append((cid, reason)))
-    ctx = ProxyContext(
-        config=cfg,
-        store=store,
-        audit=audit,
-        metrics=Metrics(),
-        connections=connections,
-        egress=Egress(cfg),
-        expiry=ExpiryWatcher(store, audit),
-    )
+    ctx = ProxyContext.create(cfg, store, audit, connections=connections)
     return Harness(ctx=ctx, killed=killed, audit_path=audit_path)
 
 
