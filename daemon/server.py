@@ -29,6 +29,7 @@ from .auth import Scope, TokenTable
 from .errors import (
     AirlockError,
     ErrorCode,
+    Forbidden,
     InvalidRequest,
     NotFound,
     TooLarge,
@@ -193,6 +194,14 @@ def client_mistake(exc: BaseException) -> AirlockError | None:
         return InvalidRequest(f"{_CLIENT_ERRNOS[exc.errno]}; shorten or fix it and call again")
     if isinstance(exc, UnicodeEncodeError):
         return InvalidRequest("the request holds text that is not valid Unicode; send UTF-8 text")
+    if isinstance(exc, PermissionError):
+        # Workspace operations run with the exec user's rights (daemon/rights.py): a
+        # refusal is the sandbox user's own permissions, not a fault of the daemon.
+        return Forbidden(
+            "the sandbox's user may not do that here (permission denied); fix the permissions "
+            "with exec (ls -l, chmod) or use another path",
+            {"reason": "permission_denied"},
+        )
     if isinstance(exc, ValueError) and "null byte" in str(exc):
         # os/subprocess refuse a NUL in a path, argument or pattern ("embedded null byte").
         return InvalidRequest(

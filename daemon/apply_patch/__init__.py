@@ -13,6 +13,8 @@ import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..commit.committer import commit, failure_error
+from ..commit.journal import journal_root, recover_all
 from ..context import ToolContext
 from ..errors import InvalidRequest, NotFound
 from ..fsio import CommitFailed
@@ -20,8 +22,6 @@ from ..offload import run_cpu
 from ..paths import ResolvedPath
 from ..protocol import AppliedFile, ApplyPatchInput, ApplyPatchOutput
 from ..tools.editing import editing, finish_even_if_cancelled
-from .committer import commit, failure_error
-from .journal import journal_root, recover_all
 from .parser import parse_invocation
 from .planner import (
     PlannedChange,

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..identity import ExecUser, spawn_kwargs
 from ..procs.group import kill_group
+from ..rights import as_daemon
 
 STREAM_LIMIT = 64 * 1024 * 1024
 _REAP_WAIT_S = 5.0
@@ -171,7 +172,11 @@ async def spawn(
     run_as: RunAs = READ_SCOPE,
 ) -> Spawned:
     """Start ``argv`` in its own session with piped stdout (and stdin/stderr if asked)."""
-    proc = _popen(argv, cwd=cwd, env=env, stdin=stdin, stderr=stderr, run_as=run_as)
+    # The fork and the interpreter lookup use the daemon's own rights (the worker's
+    # interpreter may sit where the exec user cannot search); a checker that runs as the
+    # exec user switches its uid in the child before exec (``run_as``).
+    with as_daemon():
+        proc = _popen(argv, cwd=cwd, env=env, stdin=stdin, stderr=stderr, run_as=run_as)
     loop = asyncio.get_running_loop()
     spawned = Spawned(proc=proc, stdout=asyncio.StreamReader(limit=limit, loop=loop))
     try:

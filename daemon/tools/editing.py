@@ -2,7 +2,7 @@
 
 ``file_write``, ``file_patch``, ``file_multi_patch`` and ``apply_patch`` all
 commit through :func:`write_all` (the journalled committer of
-:mod:`airlock.daemon.apply_patch.committer`), so after a kill at any moment
+:mod:`airlock.daemon.commit.committer`), so after a kill at any moment
 each call is whole or absent, and a killed single write leaves a journal that
 lets the next start sweep its temp file.
 """
@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+from ..commit.committer import commit
+from ..commit.journal import journal_root
 from ..context import ToolContext
 from ..diagnostics.service import EditTracker
 from ..fsio import CommitFailed, PlannedWrite
@@ -65,10 +67,6 @@ async def write_all(
     ``resolved`` is accepted for the callers' symmetry; every path is walked
     again from its root fd by the writer itself, so nothing needs re-checking.
     """
-    # Imported here: the apply_patch package imports this module.
-    from ..apply_patch.committer import commit
-    from ..apply_patch.journal import journal_root
-
     await tracker.before_write()
     tracker.expect(plans)
     root = journal_root(ctx.config.state, ctx.roots.workspace)

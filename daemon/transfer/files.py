@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from ..apply_patch.journal import Journal, journal_root
 from ..auth import Scope
+from ..commit.journal import Journal, journal_root
 from ..context import ToolContext
 from ..errors import InvalidRequest, IsDirectory, NotFound
 from ..fsio import PlannedWrite, discard_temp, open_temp, publish_temp, refuse_read_only

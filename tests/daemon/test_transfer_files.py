@@ -169,6 +169,8 @@ async def test_path_escapes_and_special_files(
     outside.mkdir()
     (ws / "way-out").symlink_to(outside)
     (ws / "sub").mkdir(exist_ok=True)
+    if agent.exec_uid is not None:  # the tools act as the exec user: its own directory
+        os.chown(ws / "sub", agent.exec_uid, -1)
     for path, params in (
         ("../escaped", {}),
         ("way-out/escaped", {}),
@@ -185,6 +187,12 @@ async def test_path_escapes_and_special_files(
 
     status, _, _ = await http(agent, "PUT", "in-root.txt", data=b"r", params={"root": "sub"})
     assert status == 200 and (ws / "sub" / "in-root.txt").read_bytes() == b"r"
+
+    if agent.exec_uid is not None:  # a directory only root may write: the agent's own refusal
+        (ws / "root-only").mkdir(mode=0o755, exist_ok=True)
+        status, _, data = await http(agent, "PUT", "root-only/x.txt", data=b"x")
+        assert status == 403 and b"forbidden" in data, data
+        assert not (ws / "root-only" / "x.txt").exists()
 
     os.mkfifo(ws / "fifo")
     with pytest.raises(InvalidRequest):

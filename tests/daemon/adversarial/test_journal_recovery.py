@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from airlock.daemon.apply_patch.journal import MANIFEST, journal_root
+from airlock.daemon.commit.journal import MANIFEST, journal_root
 from airlock.daemon.fsio import TEMP_MARKER
 from tests.daemon.adversarial.conftest import tree_digest
 from tests.fakes.daemon_harness import running_daemon

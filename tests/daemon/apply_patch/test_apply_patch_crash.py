@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.daemon.apply_patch.journal import journal_root
+from airlock.daemon.commit.journal import journal_root
 from tests.daemon.apply_patch.helpers import patch, snapshot, temp_files
 from tests.fakes.daemon_harness import running_daemon
 

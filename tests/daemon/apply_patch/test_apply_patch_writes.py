@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import airlock.daemon.apply_patch as engine
-from airlock.daemon.apply_patch.committer import commit, roll_back
-from airlock.daemon.apply_patch.journal import MANIFEST, Journal, journal_root
 from airlock.daemon.apply_patch.planner import plan_changes
+from airlock.daemon.commit.committer import commit, roll_back
+from airlock.daemon.commit.journal import MANIFEST, Journal, journal_root
 from airlock.daemon.errors import AirlockError, StaleWrite
 from airlock.daemon.fsio import TEMP_MARKER, PlannedWrite, apply_one
 from airlock.daemon.paths import ResolvedPath, Roots

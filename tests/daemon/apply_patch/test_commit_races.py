@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airlock.daemon.apply_patch import committer, staging
+from airlock.daemon.commit import committer, staging
 from airlock.daemon.errors import AirlockError
 from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch

@@ -10,7 +10,7 @@ thread under the touched files' locks. The order is what makes each step safe:
 3. stage every new content in a temp file beside its target (where a full
    disk fails: nothing has been replaced yet, the temp files are removed),
    then install them with renames and links only, keeping what they replace
-   under a backup name (:mod:`airlock.daemon.apply_patch.staging`; adds are
+   under a backup name (:mod:`airlock.daemon.commit.staging`; adds are
    exclusive, so they never clobber a file that appeared meanwhile);
 4. on an ``OSError`` while installing, rename back what landed in reverse
    order (which needs no free space), never clobbering a file someone
@@ -21,7 +21,7 @@ thread under the touched files' locks. The order is what makes each step safe:
 A full disk (ENOSPC, EDQUOT) is ``no_space`` (507), never ``internal``.
 
 A crash anywhere between 2 and 5 leaves the journal, which the next start-up
-replays (:mod:`airlock.daemon.apply_patch.journal`); a single write gets a
+replays (:mod:`airlock.daemon.commit.journal`); a single write gets a
 light journal that only lets recovery sweep its temp file.
 """
 
