@@ -19,7 +19,7 @@ os.environ.setdefault("GIT_TERMINAL_PROMPT", "0")
 os.environ.setdefault("GH_PROMPT_DISABLED", "1")
 
 # Fixtures every directory may ask for by name (the checkout as other users see it).
-pytest_plugins = ["tests.fakes.checkout"]
+pytest_plugins = ["tests.fakes.checkout", "tests.fakes.agent_daemon"]
 
 _REPO = Path(__file__).resolve().parents[1]
 _TOP_LEVEL = frozenset({"daemon", "proxy", "client"})

@@ -13,13 +13,11 @@ import os
 import pty
 import sys
 import termios
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from airlock.client.daemon import DaemonClient
-from tests.fakes.agent_daemon import WRITE_TOKEN, AgentDaemon, agent_daemon
+from tests.fakes.agent_daemon import WRITE_TOKEN, AgentDaemon
 from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -35,16 +33,9 @@ sys.stdout.flush()
 """
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def agent() -> AsyncIterator[AgentDaemon]:
-    async with agent_daemon() as a:
-        yield a
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(agent: AgentDaemon) -> AsyncIterator[DaemonClient]:
-    async with agent.writer() as c:
-        yield c
+@pytest.fixture
+def client(agent_client: DaemonClient) -> DaemonClient:
+    return agent_client
 
 
 class Terminal:

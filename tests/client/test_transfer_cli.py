@@ -5,21 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
-from tests.fakes.agent_daemon import WRITE_TOKEN, AgentDaemon, agent_daemon
+from tests.fakes.agent_daemon import WRITE_TOKEN, AgentDaemon
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def agent() -> AsyncIterator[AgentDaemon]:
-    async with agent_daemon() as a:
-        yield a
 
 
 def cli(agent: AgentDaemon, *argv: str) -> list[str]:

@@ -8,27 +8,18 @@ program runs as the exec user.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from airlock.client.daemon import Conflict, DaemonClient, Forbidden, InvalidRequest, NotFound
-from tests.fakes.agent_daemon import CHILD_PYTHON, AgentDaemon, agent_daemon
+from tests.fakes.agent_daemon import CHILD_PYTHON, AgentDaemon
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def agent() -> AsyncIterator[AgentDaemon]:
-    async with agent_daemon() as a:
-        yield a
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(agent: AgentDaemon) -> AsyncIterator[DaemonClient]:
-    async with agent.writer() as c:
-        yield c
+@pytest.fixture
+def client(agent_client: DaemonClient) -> DaemonClient:
+    return agent_client
 
 
 class Screen:

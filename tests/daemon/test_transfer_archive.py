@@ -11,29 +11,21 @@ import io
 import os
 import stat
 import tarfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
 from airlock.client.daemon import DaemonClient, Forbidden
-from tests.fakes.agent_daemon import READ_TOKEN, WRITE_TOKEN, AgentDaemon, agent_daemon
+from tests.fakes.agent_daemon import READ_TOKEN, WRITE_TOKEN, AgentDaemon
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def agent() -> AsyncIterator[AgentDaemon]:
-    async with agent_daemon() as a:
-        yield a
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(agent: AgentDaemon) -> AsyncIterator[DaemonClient]:
-    async with agent.writer() as c:
-        yield c
+@pytest.fixture
+def client(agent_client: DaemonClient) -> DaemonClient:
+    return agent_client
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, bytes | str]]:

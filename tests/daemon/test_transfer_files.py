@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
 from airlock.client.daemon import (
     DaemonClient,
@@ -26,22 +25,15 @@ from airlock.client.daemon import (
     PathEscape,
     StaleWrite,
 )
-from tests.fakes.agent_daemon import READ_TOKEN, WRITE_TOKEN, AgentDaemon, agent_daemon
+from tests.fakes.agent_daemon import READ_TOKEN, WRITE_TOKEN, AgentDaemon
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 MIB = 1024 * 1024
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def agent() -> AsyncIterator[AgentDaemon]:
-    async with agent_daemon() as a:
-        yield a
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(agent: AgentDaemon) -> AsyncIterator[DaemonClient]:
-    async with agent.writer() as c:
-        yield c
+@pytest.fixture
+def client(agent_client: DaemonClient) -> DaemonClient:
+    return agent_client
 
 
 async def http(

@@ -13,31 +13,22 @@ import contextlib
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from airlock.client.daemon import DaemonClient, DaemonUnavailable, InvalidRequest, PathEscape
 from airlock.client.transfer import WatchStream
 from airlock.daemon.protocol import WatchEvent
-from tests.fakes.agent_daemon import CHILD_PYTHON, AgentDaemon, agent_daemon
+from tests.fakes.agent_daemon import CHILD_PYTHON, AgentDaemon
 from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def agent() -> AsyncIterator[AgentDaemon]:
-    async with agent_daemon() as a:
-        yield a
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(agent: AgentDaemon) -> AsyncIterator[DaemonClient]:
-    async with agent.writer() as c:
-        yield c
+@pytest.fixture
+def client(agent_client: DaemonClient) -> DaemonClient:
+    return agent_client
 
 
 class Seen:

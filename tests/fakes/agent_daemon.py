@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest_asyncio
+
 from airlock.client.daemon import DaemonClient
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 
@@ -71,3 +73,19 @@ async def agent_daemon(*extra_args: str) -> AsyncIterator[AgentDaemon]:
             yield AgentDaemon(top, daemon, uid, gid)
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+# Shared fixtures (registered in tests/conftest.py): one daemon per test module, as
+# root with the exec user where the suite runs as root, and a write-token client.
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def agent() -> AsyncIterator[AgentDaemon]:
+    async with agent_daemon() as a:
+        yield a
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def agent_client(agent: AgentDaemon) -> AsyncIterator[DaemonClient]:
+    async with agent.writer() as c:
+        yield c
