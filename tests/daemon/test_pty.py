@@ -55,7 +55,7 @@ signal.signal(signal.SIGWINCH, lambda *_: print("WINCH", *os.get_terminal_size()
 print("READY", flush=True)
 try:
     while True:
-        time.sleep(0.05)
+        signal.pause()  # SIGWINCH prints; Ctrl-C raises KeyboardInterrupt here
 except KeyboardInterrupt:
     print("INTERRUPTED", flush=True)
 """
