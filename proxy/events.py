@@ -38,8 +38,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from .audit import AuditLog
 from .protocol import Event
 from .store.base import StoreUnavailable
@@ -247,6 +245,10 @@ class RedisEvents(EventLog):
     async def read(
         self, after: int, session: str | None, wait_s: float, limit: int = MAX_PAGE
     ) -> tuple[list[Event], int]:
+        # Imported here, like the Redis store: a proxy on the memory store never loads the
+        # redis client (its asyncio half needs async_timeout on Pythons before 3.11.3).
+        from redis.exceptions import RedisError
+
         try:
             return await self._read(after, session, wait_s, limit)
         except (RedisError, OSError) as exc:

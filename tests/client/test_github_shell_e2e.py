@@ -445,11 +445,13 @@ async def test_each_command_gets_only_what_it_needs(env: Env) -> None:
         env.call("gh api -X POST repos/acme/other/issues/1/comments -f body=x")
     )
     assert other.exit_code != 0
-    refusals = [
-        e
-        for e in env.proxy.audit_events()
-        if e.get("event") == "refusal" and e.get("reason") == "lease_scope"
-    ]
-    details = " | ".join(str(e.get("detail")) for e in refusals)
-    assert "anonymous mutation" in details and "/repos/acme/other" in details, details
+    for needle in ("anonymous mutation", "/repos/acme/other"):
+        env.proxy.wait_audit(
+            lambda e, needle=needle: (
+                e.get("event") == "refusal"  # type: ignore[misc]
+                and e.get("reason") == "lease_scope"
+                and needle in str(e.get("detail"))
+            ),
+            what=f"a lease_scope refusal naming {needle}",
+        )
     _assert_sandbox_never_saw(env, mutation.stdout, mutation.stderr, other.stdout, other.stderr)

@@ -38,7 +38,10 @@ PUBLIC_API = [
     "authenticate_vercel",
     "git_basic_rule",
     "github_api_rule",
+    "github_app_replacement",
+    "github_placeholder",
     "github_rules",
+    "vercel_placeholder",
     "vercel_rules",
 ]
 
@@ -51,7 +54,9 @@ def _type_checking_imports() -> dict[str, str]:
         if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
             for imp in node.body:
                 assert isinstance(imp, ast.ImportFrom) and imp.module is not None
-                names.update({alias.name: imp.module for alias in imp.names})
+                # Relative within the package (``from .daemon import X``): name it in full.
+                module = f"airlock.client.{imp.module}" if imp.level == 1 else imp.module
+                names.update({alias.name: module for alias in imp.names})
     return names
 
 

@@ -533,7 +533,7 @@ async def test_full_agent_turn_through_the_isolated_topology(world: World) -> No
     assert all(r.token in tokens for r in w.github.requests if r.listener == "git" and r.token)
     _assert_no_token(tokens, w.outputs, "a command output")
     _assert_no_token(tokens, spy.texts, "a sandbox process environment or argv")
-    assert any("GH_TOKEN=airlock-gh-" in t for t in spy.texts), "the spy never saw a gh command"
+    assert any("GH_TOKEN=ghs_" in t for t in spy.texts), "the spy never saw a gh command"
     assert len(spy.pids_seen) > 3
     sandbox_files = _files_under(w.workspace, w.base / "d", w.base / "cfg", w.base / "tmp")
     assert len(sandbox_files) > 5

@@ -111,8 +111,13 @@ async def test_push_policy_through_real_git(tmp_path: Path) -> None:
             assert "403" in out, out
             assert token not in out
             assert refs_snapshot(bare) == before, args
-            refusals = audit_refusals(w)
-            assert any(needle in str(e.get("detail")) for e in refusals), (needle, refusals)
+            w.proxy.wait_audit(
+                lambda e, needle=needle: (
+                    e.get("reason") == "lease_scope"  # type: ignore[misc]
+                    and needle in str(e.get("detail"))
+                ),
+                what=f"a lease_scope refusal naming {needle}",
+            )
         # Every receive-pack POST that reached github.com was an allowed, swapped
         # one (the pushes, and git's empty "0000" probe before a chunked push);
         # the four refused ones never left the proxy.
@@ -134,7 +139,10 @@ async def test_push_policy_through_real_git(tmp_path: Path) -> None:
         other = f"https://x-access-token:{placeholder}@github.com/{OTHER}.git"
         rc, out = await git(env, tmp_path, "ls-remote", other)
         assert rc != 0 and "403" in out, out
-        assert any(OTHER in str(e.get("detail")) for e in audit_refusals(w))
+        w.proxy.wait_audit(
+            lambda e: e.get("reason") == "lease_scope" and OTHER in str(e.get("detail")),
+            what=f"a lease_scope refusal naming {OTHER}",
+        )
         # Fetch of the allowed repository still works.
         rc, out = await git(env, work, "fetch", "-q", "origin")
         assert rc == 0, out

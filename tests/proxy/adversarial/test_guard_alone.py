@@ -78,7 +78,9 @@ def faulty(
 
 
 def guarded(lease: Lease) -> list[dict[str, object]]:
-    return [e for e in lease.proxy.audit_events() if e["event"] == "guard"]
+    """The guard's audit lines, once the proxy has written the first one."""
+    lines = lease.proxy.wait_audit(lambda e: e["event"] == "guard", what="the guard's audit line")
+    return [e for e in lines if e["event"] == "guard"]
 
 
 CASES = [
