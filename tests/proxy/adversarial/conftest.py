@@ -421,5 +421,9 @@ def h2_get(
     )
 
 
-def audit_reasons(proxy: ProxyProcess) -> list[str]:
-    return [str(e.get("reason")) for e in proxy.audit_events() if e["event"] == "refusal"]
+def wait_refusal(proxy: ProxyProcess, reason: str) -> None:
+    """Until the proxy has audited a refusal for ``reason``."""
+    proxy.wait_audit(
+        lambda e: e["event"] == "refusal" and e.get("reason") == reason,
+        what=f"a {reason} refusal in the audit log",
+    )
