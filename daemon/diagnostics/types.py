@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import Severity
+from ..rights import as_daemon_call
 from .languages import language_of
 from .model import MAX_FINDINGS_PER_FILE, Finding, finding
 from .procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
@@ -83,6 +84,7 @@ def _nearest(path: Path, names: Sequence[str]) -> Path | None:
     return None
 
 
+@as_daemon_call  # the daemon's own install, which the exec user may not be able to see
 def basedpyright_argv() -> list[str] | None:
     """basedpyright on PATH, else beside the daemon's interpreter, else pyright."""
     for name in ("basedpyright",):

