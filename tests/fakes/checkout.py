@@ -11,6 +11,8 @@ the code run is exactly the code under test.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import shutil
 import stat
@@ -86,3 +88,24 @@ def shared_repo() -> Iterator[Path]:
     """The checkout, traversable by the non-root users the tests act as (import where used)."""
     with shared_checkout() as view:
         yield view
+
+
+_process_view: Path | None = None
+
+
+def process_view() -> Path:
+    """One shared view for this process (made on first use, removed at exit).
+
+    For helpers that start processes outside a fixture (the daemon harness): a
+    daemon running as root with ``--exec-user`` starts programs from its own
+    install (rg beside its interpreter), which the exec user must reach too.
+    """
+    global _process_view
+    if _process_view is None:
+        if traversable_by_others(REPO):
+            _process_view = REPO
+        else:
+            stack = contextlib.ExitStack()
+            _process_view = stack.enter_context(shared_checkout())
+            atexit.register(stack.close)
+    return _process_view

@@ -27,6 +27,7 @@ from pathlib import Path
 import aiohttp
 
 from airlock.client.daemon import DaemonClient
+from tests.fakes.checkout import in_view, process_view
 
 
 @dataclass
@@ -68,8 +69,11 @@ async def wait_for_socket(
     raise TimeoutError(f"airlockd did not answer on {socket} within {timeout}s")
 
 
-def airlockd_command(interpreter: str = sys.executable) -> list[str]:
-    return [interpreter, "-m", "airlock.daemon.cli"]
+def airlockd_command(interpreter: str | None = None) -> list[str]:
+    """airlockd as its exec user can see it: the venv's Python through the shared view of
+    the checkout (tests/fakes/checkout.py), so programs beside it (rg) are reachable."""
+    python = interpreter or str(in_view(process_view(), Path(sys.executable)))
+    return [python, "-m", "airlock.daemon.cli"]
 
 
 @contextlib.asynccontextmanager
@@ -80,7 +84,7 @@ async def running_daemon(
     env: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
     command_prefix: Sequence[str] = (),
-    interpreter: str = sys.executable,
+    interpreter: str | None = None,
 ) -> AsyncIterator[RunningDaemon]:
     """``interpreter``: the venv's Python as the daemon's user sees it (tests/fakes/checkout.py)."""
     own_base = base_dir is None
