@@ -203,5 +203,7 @@ def test_unauthenticated_connection_is_closed_after_its_timeout(
         s.sendall(b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\nX-Slow: ")
         _, closed = _read_until_eof(s, timeout=30)
     assert closed and time.monotonic() - started < 30
-    reasons = [e.get("reason") for e in small_pool.audit_events() if e["event"] == "refusal"]
-    assert "unauthenticated_timeout" in reasons
+    small_pool.wait_audit(
+        lambda e: e["event"] == "refusal" and e.get("reason") == "unauthenticated_timeout",
+        what="the unauthenticated_timeout refusal line",
+    )
