@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import concurrent.futures
 import subprocess
 import sys
 import zipfile
@@ -113,6 +115,18 @@ def test_version_comes_from_the_distribution_metadata() -> None:
 TOP_LEVEL = ("daemon", "proxy", "client")
 
 
+def parse_fresh(path: Path) -> ast.Module:
+    """``ast.parse`` on a fresh thread.
+
+    CPython 3.11.7 can raise "AST constructor recursion depth mismatch" from
+    ``ast.parse`` in a thread whose recursion counter an earlier deep recursion
+    (a test that drives a RecursionError) left off; a new thread starts clean.
+    """
+    source = path.read_text(encoding="utf-8")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ast.parse, source, str(path)).result()
+
+
 def test_nothing_imports_the_top_level_daemon_proxy_or_client() -> None:
     """`airlock/` links make `daemon.errors` importable beside `airlock.daemon.errors`:
     two module objects, two `AirlockError` classes, `except` clauses that miss."""
@@ -123,7 +137,7 @@ def test_nothing_imports_the_top_level_daemon_proxy_or_client() -> None:
         for path in (REPO / top).rglob("*.py"):
             if "conformance" in path.parts:
                 continue
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            tree = parse_fresh(path)
             for node in ast.walk(tree):
                 names: list[str] = []
                 if isinstance(node, ast.Import):
@@ -155,7 +169,7 @@ def test_imports_within_a_package_are_relative() -> None:
     for top in TOP_LEVEL:
         own = f"airlock.{top}"
         for path in (REPO / top).rglob("*.py"):
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            tree = parse_fresh(path)
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     if node.module == own or node.module.startswith(own + "."):
