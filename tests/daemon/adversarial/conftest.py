@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from airlock.daemon.errors import AirlockError
+from tests.fakes.checkout import process_view
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(params=["openat2", "walk"])
@@ -95,7 +95,7 @@ async def attacker(
         "swap",
         str(a),
         str(b),
-        cwd=str(REPO),
+        cwd=str(process_view()),  # the checkout as that user can see it (any location)
         stdout=asyncio.subprocess.PIPE,
         **who,
     )
