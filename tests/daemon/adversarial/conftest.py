@@ -26,7 +26,6 @@ from tests.fakes.checkout import process_view
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 
 
-
 @pytest.fixture(params=["openat2", "walk"])
 def resolver(request: pytest.FixtureRequest) -> str:
     return str(request.param)
