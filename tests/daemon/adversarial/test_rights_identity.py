@@ -24,6 +24,7 @@ import pytest
 
 from airlock.daemon.errors import AirlockError
 from tests.daemon.adversarial.rights_rig import USER, rig
+from tests.fakes.checkout import in_view, process_view
 from tests.fakes.daemon_harness import running_daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
@@ -34,7 +35,8 @@ WRAPPED = ("rg", "git", "basedpyright")
 def _wrap(bin_dir: Path, log: Path) -> None:
     """A recording wrapper per program, in front of the real one on PATH."""
     for name in WRAPPED:
-        beside = Path(sys.executable).parent / name  # the ripgrep wheel's rg is the newer
+        # The ripgrep wheel's rg is the newer; seen through the view the exec user can reach.
+        beside = in_view(process_view(), Path(sys.executable)).parent / name
         real = str(beside) if beside.exists() else shutil.which(name)
         script = bin_dir / name
         # One printf per run: concurrent runs (git twice at once) append whole records.
