@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-import concurrent.futures
+import functools
+import pickle
 import subprocess
 import sys
 import zipfile
@@ -115,16 +116,36 @@ def test_version_comes_from_the_distribution_metadata() -> None:
 TOP_LEVEL = ("daemon", "proxy", "client")
 
 
-def parse_fresh(path: Path) -> ast.Module:
-    """``ast.parse`` on a fresh thread.
+_PARSE_ALL = """
+import ast, pickle, sys
+trees = [ast.parse(open(p, encoding="utf-8").read(), p) for p in sys.argv[1:]]
+sys.stdout.buffer.write(pickle.dumps(trees))
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed_tree() -> dict[Path, ast.Module]:
+    """Every Python file of the checkout, parsed once, in a fresh interpreter.
 
     CPython 3.11.7 can raise "AST constructor recursion depth mismatch" from
-    ``ast.parse`` in a thread whose recursion counter an earlier deep recursion
-    (a test that drives a RecursionError) left off; a new thread starts clean.
+    ``ast.parse`` late in a long run (after the suite's deep-recursion tests);
+    a new interpreter parses cleanly, and once for both checks below.
     """
-    source = path.read_text(encoding="utf-8")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ast.parse, source, str(path)).result()
+    paths = [
+        path
+        for top in ("daemon", "proxy", "client", "tests", "bench", "scripts", "deploy")
+        for path in sorted((REPO / top).rglob("*.py"))
+        if "conformance" not in path.parts
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _PARSE_ALL, *map(str, paths)], capture_output=True, check=True
+    )
+    trees: list[ast.Module] = pickle.loads(done.stdout)
+    return dict(zip(paths, trees, strict=True))
+
+
+def parse_fresh(path: Path) -> ast.Module:
+    return _parsed_tree()[path]
 
 
 def test_nothing_imports_the_top_level_daemon_proxy_or_client() -> None:
