@@ -246,13 +246,15 @@ async def test_daemon_sigterm_leaves_no_process_behind(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     escaper = (
+        # One write(2) per pid line: two processes' print() calls could interleave.
         "import os, signal\n"
+        "say = lambda: os.write(1, f'{os.getpid()}\\n'.encode())\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
-        "        print(os.getpid(), flush=True); signal.pause()\n"
+        "        say(); signal.pause()\n"
         "    os._exit(0)\n"
-        "print(os.getpid(), flush=True); signal.pause()\n"
+        "say(); signal.pause()\n"
     )
     pids: list[int] = []
     async with running_daemon(workspace) as daemon:
