@@ -62,7 +62,7 @@ def small_tmpfs(size: str) -> Iterator[Path]:
         where.rmdir()
         pytest.skip(
             f"cannot mount a tmpfs ({mounted.stderr.strip()}): the disk-full checks did not "
-            "run; run the suite as root with CAP_SYS_ADMIN to run them"
+            "run (it is NOT a pass); run the suite as root with CAP_SYS_ADMIN to run them"
         )
     try:
         yield where
