@@ -30,14 +30,14 @@ import secrets
 from typing import Any
 
 from aiohttp import web
-from pydantic import ValidationError
 
 from .auth import Scope
-from .errors import AirlockError, Forbidden, InvalidRequest
+from .errors import AirlockError, Forbidden
 from .procs.utf8 import Utf8Chunker
 from .protocol import ExecInput
+from .request_body import read_stream_input
 from .tools.exec import run_exec
-from .workspace import Workspace, validation_message
+from .workspace import Workspace
 
 log = logging.getLogger("airlockd")
 
@@ -56,18 +56,7 @@ async def parse_exec_input(request: web.Request, scope: Scope) -> ExecInput:
             "tool or ask the orchestrator for a write token",
             {"tool": "exec"},
         )
-    try:
-        body = await request.json() if request.can_read_body else {}
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise InvalidRequest(
-            f"the request body is not valid JSON ({exc}); send a JSON object"
-        ) from None
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object of exec's input")
-    try:
-        return ExecInput.model_validate(body)
-    except ValidationError as exc:
-        raise InvalidRequest(validation_message(exc)) from None
+    return await read_stream_input(request, ExecInput, "of exec's input")
 
 
 async def exec_stream(

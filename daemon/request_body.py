@@ -22,9 +22,14 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
 from .errors import InvalidRequest
+from .workspace import validation_message
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 Offload = Callable[[Callable[[], T]], Awaitable[T]]
 
 MAX_DEPTH = 64
@@ -104,3 +109,22 @@ async def read_json_body(raw: bytes, offload: Offload[Any]) -> Any:
     if len(raw) < OFFLOAD_BYTES:
         return parse_json_body(raw)
     return await offload(lambda: parse_json_body(raw))
+
+
+async def read_stream_input(request: web.Request, model: type[M], shape: str) -> M:
+    """The JSON object body of a streaming route (exec/stream, watch) as ``model``.
+
+    ``shape`` finishes the message for a body that is JSON but not an object.
+    """
+    try:
+        body = await request.json() if request.can_read_body else {}
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise InvalidRequest(
+            f"the request body is not valid JSON ({exc}); send a JSON object"
+        ) from None
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"the request body must be a JSON object {shape}")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidRequest(validation_message(exc)) from None

@@ -16,31 +16,19 @@ import json
 from typing import Any
 
 from aiohttp import web
-from pydantic import ValidationError
 
 from ..auth import Scope
-from ..errors import InvalidRequest
 from ..protocol import WatchInput
+from ..request_body import read_stream_input
 from ..transfer import RouteHandler
-from ..workspace import Workspace, validation_message
+from ..workspace import Workspace
 from .watcher import MAX_PENDING, Watcher
 
 NDJSON = "application/x-ndjson"
 
 
 async def _input(request: web.Request) -> WatchInput:
-    try:
-        body = await request.json() if request.can_read_body else {}
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise InvalidRequest(
-            f"the request body is not valid JSON ({exc}); send a JSON object"
-        ) from None
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object (paths, recursive, ...)")
-    try:
-        return WatchInput.model_validate(body)
-    except ValidationError as exc:
-        raise InvalidRequest(validation_message(exc)) from None
+    return await read_stream_input(request, WatchInput, "(paths, recursive, ...)")
 
 
 async def watch_route(request: web.Request, ws: Workspace, scope: Scope) -> web.StreamResponse:
