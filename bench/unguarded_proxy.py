@@ -1,7 +1,7 @@
 """airlock-proxy without the connection-level guard: the "before" of the guard's bench.
 
 ``python bench/unguarded_proxy.py <airlock-proxy args...>`` runs the real
-proxy with :func:`airlock.proxy.mitm.install_stream_guard` made a no-op, so
+proxy with :func:`airlock.proxy.mitm.guard_layer.install` made a no-op, so
 ``bench_proxy`` can compare guard on and off in one run. Never a product
 option: the guard has no switch.
 """
@@ -14,7 +14,7 @@ from airlock.proxy import cli, mitm
 
 
 def main() -> int:
-    mitm.install_stream_guard = lambda guard: None  # type: ignore[assignment]
+    mitm.guard_layer.install = lambda guard: None  # type: ignore[assignment]
     return cli.main()
 
 

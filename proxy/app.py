@@ -11,7 +11,8 @@ addon, in this order:
 The chain fails closed (see addons/chain.py). Connection-level limits (head
 size and timeout, idle timeout) and the stream guard below every hook
 (:mod:`airlock.proxy.guard`) are installed into mitmproxy by
-:mod:`airlock.proxy.mitm`. SIGHUP reopens the audit log and re-reads the
+:mod:`airlock.proxy.mitm`, once, by :meth:`ProxyServer.run` (and removed when
+it stops); constructing an addon patches nothing. SIGHUP reopens the audit log and re-reads the
 control token file; SIGTERM/SIGINT stop the proxy.
 
 Sharing the loop means the control API and the swap see the same in-memory
@@ -44,7 +45,7 @@ from .addons.intercept import InterceptDecision
 from .addons.lifecycle import ConnectionLifecycle
 from .addons.limits import Budgets, SessionLimits
 from .addons.policy import EgressPolicy
-from .addons.scrub import Scrub
+from .addons.scrub import Scrub, client_pairs
 from .addons.swap import Swap
 from .audit import AuditLog
 from .config import ConfigError, ProxyConfig, read_control_token
@@ -163,8 +164,9 @@ class ProxyServer:
         self.config = config
         self._head_timeout: Callable[[str], None] | None = None
 
-    def _install_limits(self, ctx: ProxyContext, master: DumpMaster) -> None:
-        """Connection-level limits mitmproxy has no option for (see proxy/mitm.py)."""
+    def _wiring(self, ctx: ProxyContext, master: DumpMaster, budgets: Budgets) -> mitm.Wiring:
+        """What :func:`airlock.proxy.mitm.install` needs: connection-level limits
+        mitmproxy has no option for, the stream guard, and the scrub maps."""
         config = self.config
 
         def kill(client_id: str, reason: str) -> None:
@@ -204,20 +206,21 @@ class ProxyServer:
             ctx.connections.kill(client_id, "guard")
 
         ctx.connections.set_killer(kill)
-        mitm.install_stream_guard(
-            mitm.StreamGuard(
-                make=lambda cid: ResponseGuard(LivePairs(lambda: _scrub_map(ctx, cid))),
-                on_violation=guard_violation,
-            )
-        )
-        mitm.set_idle_timeout(config.idle_timeout_s)
-        mitm.install_head_guard(
-            mitm.HeadGuard(
+        return mitm.Wiring(
+            head=mitm.HeadGuard(
                 max_bytes=config.max_head_bytes,
                 timeout_s=config.head_timeout_s,
                 on_too_large=too_large,
                 on_timeout=head_timeout,
-            )
+            ),
+            stream_guard=mitm.StreamGuard(
+                make=lambda cid: ResponseGuard(LivePairs(lambda: _scrub_map(ctx, cid))),
+                on_violation=guard_violation,
+            ),
+            h2_meter=budgets.h2_event,
+            idle_timeout_s=config.idle_timeout_s,
+            pairs_for=lambda cid: client_pairs(ctx, cid),
+            swapped_forms=ctx.swapped_forms,
         )
 
     def _reload(self, audit: AuditLog, api: ControlAPI) -> None:
@@ -246,16 +249,14 @@ class ProxyServer:
         ctx = ProxyContext.create(
             config, store, audit, credentials=make_credentials(config, trust), events=events
         )
-        mitm.install_body_gate()
         opts = Options(
             listen_host=config.listen_host,
             listen_port=config.listen_port,
             confdir=str(confdir),
         )
         master = DumpMaster(opts, with_termlog=False, with_dumper=False)
-        self._install_limits(ctx, master)
         budgets = Budgets(ctx)
-        mitm.install_h2_meter(budgets.h2_event)
+        wiring = self._wiring(ctx, master, budgets)
         opts.update(  # type: ignore[no-untyped-call]
             upstream_cert=False,
             ssl_verify_upstream_trusted_ca=str(trust),
@@ -323,13 +324,12 @@ class ProxyServer:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, master.shutdown)
         loop.add_signal_handler(signal.SIGHUP, lambda: self._reload(audit, api))
+        mitm.install(wiring)
         try:
             await master.run()
         finally:
             loop.remove_signal_handler(signal.SIGHUP)
-            mitm.uninstall_head_guard()
-            mitm.uninstall_h2_meter()
-            mitm.uninstall_stream_guard()
+            mitm.uninstall()
             for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

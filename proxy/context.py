@@ -14,6 +14,7 @@ from .egress import Egress
 from .events import EventLog, MemoryEvents
 from .expiry import ExpiryWatcher
 from .metrics import Metrics
+from .mitm.logscrub import SwappedForms
 from .protocol import error_json
 from .state import Connections
 from .store.base import Store
@@ -32,6 +33,8 @@ class ProxyContext:
     expiry: ExpiryWatcher
     credentials: Credentials = field(default_factory=Credentials)
     events: EventLog = field(default_factory=MemoryEvents)
+    # Forms of recently swapped tokens: Swap feeds it, the log filter scrubs with it.
+    swapped_forms: SwappedForms = field(default_factory=SwappedForms)
 
     @classmethod
     def create(

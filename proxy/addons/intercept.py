@@ -6,7 +6,7 @@ CA and verify the upstream against the CONNECT host name; every other allowed
 tunnel is passed through untouched, with the origin's own certificate.
 
 Intercepted tunnels speak HTTP/1.1 to the sandbox whatever it offers
-(:func:`airlock.proxy.mitm.select_http1`), so the connection-level guard
+(:func:`airlock.proxy.mitm.alpn.select_http1`), so the connection-level guard
 (:mod:`airlock.proxy.guard`) has one framing to parse; the upstream side
 still uses HTTP/2 when the sandbox offered it and the upstream agrees.
 """

@@ -22,9 +22,9 @@ their raw, Basic and base64 forms, mapped back to what the sandbox sent):
   that turns out undecodable mid-stream, or decodes past the size or ratio
   limit (``decoded_too_large``, a compression bomb), aborts the connection;
 - trailers (``response``, streamed or not; HTTP/1 trailer fields are dropped
-  by :mod:`airlock.proxy.addons.trailers`, mitmproxy cannot relay them);
+  by :mod:`airlock.proxy.mitm.trailers`, mitmproxy cannot relay them);
 - WebSocket messages (``websocket_message``) and control frames (close
-  reason, ping, pong: see :mod:`airlock.proxy.addons.upgrade`).
+  reason, ping, pong: see :mod:`airlock.proxy.mitm.upgrade`).
 
 A 101 answer that does not set up a WebSocket is refused (502), on every host
 the HTTP layer sees: mitmproxy would otherwise relay the connection as raw TCP,
@@ -57,7 +57,6 @@ from ..scrubber import (
     scrub_name,
     supported,
 )
-from . import early_hints, errors, logscrub, trailers, upgrade
 
 DEFAULT_BUFFER_LIMIT = 4 * 1024 * 1024
 
@@ -133,22 +132,20 @@ def _transfer_codings(response: http.Response) -> list[str]:
     return [c for c in parse_codings(response.headers.get("transfer-encoding")) if c != "chunked"]
 
 
+def client_pairs(ctx: ProxyContext, client_id: str) -> Mapping[bytes, bytes] | None:
+    """A client connection's scrub map, or None when it needs none (also what
+    :mod:`airlock.proxy.mitm` scrubs WebSocket control frames and 103s with)."""
+    state = ctx.connections.get(client_id)
+    if state is None:
+        return None
+    if (state.tunnel is not None and state.tunnel.intercept) or state.scrub:
+        return state.scrub
+    return None
+
+
 class Scrub:
     def __init__(self, ctx: ProxyContext) -> None:
         self.ctx = ctx
-        errors.install()
-        logscrub.install()
-        upgrade.install(self._client_pairs)
-        early_hints.install(self._client_pairs)
-        trailers.install()
-
-    def _client_pairs(self, client_id: str) -> Mapping[bytes, bytes] | None:
-        state = self.ctx.connections.get(client_id)
-        if state is None:
-            return None
-        if (state.tunnel is not None and state.tunnel.intercept) or state.scrub:
-            return state.scrub
-        return None
 
     def _pairs(self, flow: http.HTTPFlow) -> Mapping[bytes, bytes] | None:
         """The live scrub map for this flow, or None when it needs none.
@@ -159,7 +156,7 @@ class Scrub:
         """
         if REFUSED in flow.metadata:
             return None
-        return self._client_pairs(flow.client_conn.id)
+        return client_pairs(self.ctx, flow.client_conn.id)
 
     def _replace(self, flow: http.HTTPFlow, status: int, reason: str, message: str) -> None:
         """Answer with airlock's own error instead of upstream's response."""

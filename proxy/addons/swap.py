@@ -46,7 +46,6 @@ from ..scope.check import BodyGate, Refusal, check_head
 from ..scrubber import token_forms
 from ..state import ClientState, Tunnel
 from ..store.base import PlaceholderEntry, StoreUnavailable
-from . import logscrub
 
 _FORM = re.compile(r"^[ \t]*(token|bearer|basic)[ \t]+([^ \t]+)[ \t]*$", re.IGNORECASE)
 
@@ -287,7 +286,7 @@ class Swap:
             flow, gates, actions, sid, ",".join(sorted(leases)), host
         )
         if not _small_body(flow.request, min(g.bound for g in gates)):
-            # Held and fed in bounded steps by airlock.proxy.mitm (install_body_gate);
+            # Held and fed in bounded steps by airlock.proxy.mitm.body_gate;
             # a small declared body is read whole by mitmproxy and judged in ``request``.
             flow.request.stream = True
 
@@ -372,7 +371,7 @@ class Swap:
         forms = token_forms(token, c.placeholder, [rule.replace.username, *c.users])
         for real, shown in forms.items():
             state.scrub.setdefault(real, shown)
-        logscrub.remember(forms)
+        self.ctx.swapped_forms.remember(forms)
         self.ctx.metrics.swaps.labels(host=host).inc()
         self.ctx.audit.write(
             "swap",

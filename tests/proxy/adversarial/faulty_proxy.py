@@ -23,9 +23,9 @@ import sys
 from typing import Any
 
 from airlock.proxy import cli
-from airlock.proxy.addons import early_hints, upgrade
 from airlock.proxy.addons.scrub import Scrub
 from airlock.proxy.addons.swap import Swap
+from airlock.proxy.mitm import early_hints, upgrade
 
 
 def _off(_self: Any, _flow: Any) -> None:

@@ -6,7 +6,7 @@ import json
 
 from mitmproxy.proxy.layers.http import _http1, _http2
 
-from airlock.proxy.addons import errors
+from airlock.proxy.mitm import errors, patching
 from tests.proxy.addons.conftest import REAL
 
 
@@ -34,13 +34,21 @@ def test_502_causes_are_told_apart_without_quoting() -> None:
 
 def test_install_points_mitmproxy_at_airlock_pages() -> None:
     errors.install()
-    assert _http1.make_error_response is errors.make_error_response
-    assert _http2.format_error is errors.format_error  # type: ignore[attr-defined]
-    assert REAL.encode() not in _http1.make_error_response(502, REAL)
+    try:
+        assert _http1.make_error_response is errors.make_error_response
+        assert _http2.format_error is errors.format_error  # type: ignore[attr-defined]
+        assert REAL.encode() not in _http1.make_error_response(502, REAL)
+    finally:
+        patching.restore_all()
+    assert _http1.make_error_response is not errors.make_error_response
 
 
 def test_http2_server_side_is_airlocks() -> None:
     import mitmproxy.proxy.layers.http as http_layers
 
     errors.install()
-    assert http_layers.Http2Server is errors.Http2Server  # type: ignore[attr-defined]
+    try:
+        assert http_layers.Http2Server is errors.Http2Server  # type: ignore[attr-defined]
+    finally:
+        patching.restore_all()
+    assert http_layers.Http2Server is _http2.Http2Server  # type: ignore[attr-defined]

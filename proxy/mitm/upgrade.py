@@ -25,6 +25,7 @@ from mitmproxy.proxy.layers import websocket
 from mitmproxy.proxy.layers.http import _http1
 
 from ..scrubber import scrub
+from .patching import replace
 
 PairsFor = Callable[[str], Mapping[bytes, bytes] | None]
 
@@ -81,5 +82,10 @@ def install(pairs_for: PairsFor) -> None:
     101s for WebSockets only (process-wide)."""
     global _pairs_for
     _pairs_for = pairs_for
-    websocket.WebsocketConnection.send2 = _send2  # type: ignore[method-assign]
-    _http1.should_make_pipe = should_make_pipe
+    replace(websocket.WebsocketConnection, "send2", _send2)
+    replace(_http1, "should_make_pipe", should_make_pipe)
+
+
+def uninstall() -> None:
+    global _pairs_for
+    _pairs_for = None

@@ -6,7 +6,7 @@ import wsproto.events
 from mitmproxy import http
 from mitmproxy.test import tutils
 
-from airlock.proxy.addons.upgrade import scrub_control, should_make_pipe
+from airlock.proxy.mitm.upgrade import scrub_control, should_make_pipe
 from airlock.proxy.scrubber import token_forms
 from tests.proxy.addons.conftest import PLACEHOLDER, REAL
 

@@ -28,6 +28,7 @@ from mitmproxy.proxy.layers.http import _base, _http1, _http2
 from mitmproxy.proxy.layers.http._events import ResponseProtocolError
 
 from ..protocol import error_json
+from .patching import replace
 
 # status -> (error code, message saying what to do next)
 _ERRORS: dict[int, tuple[str, str]] = {
@@ -140,8 +141,8 @@ class Http2Server(_http2.Http2Server):
 
 
 def install() -> None:
-    """Point mitmproxy's error renderers at ours (idempotent, process-wide)."""
-    _http1.make_error_response = make_error_response
-    _http2.format_error = format_error  # type: ignore[attr-defined]
-    _base.format_error = format_error
-    http_layers.Http2Server = Http2Server  # type: ignore[attr-defined]
+    """Point mitmproxy's error renderers at ours (process-wide)."""
+    replace(_http1, "make_error_response", make_error_response)
+    replace(_http2, "format_error", format_error)
+    replace(_base, "format_error", format_error)
+    replace(http_layers, "Http2Server", Http2Server)

@@ -16,6 +16,8 @@ from typing import Any
 import h11
 from mitmproxy.proxy.layers.http import _http1
 
+from .patching import replace
+
 _original = _http1.make_body_reader
 
 
@@ -44,4 +46,4 @@ def make_body_reader(expected_size: int | None) -> TrailerDroppingReader:
 
 def install() -> None:
     """Drop HTTP/1 trailer fields in every HTTP/1 body mitmproxy reads (process-wide)."""
-    _http1.make_body_reader = make_body_reader  # type: ignore[assignment]
+    replace(_http1, "make_body_reader", make_body_reader)

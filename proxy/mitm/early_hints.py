@@ -17,7 +17,7 @@ mitmproxy's HTTP/2 client would swallow) is relayed the same way, from
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import h2.events
@@ -28,8 +28,8 @@ from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import HttpLayer, _http1, _http2
 
 from ..scrubber import scrub, scrub_name
-
-PairsFor = Callable[[str], Mapping[bytes, bytes] | None]
+from .patching import replace
+from .upgrade import PairsFor
 
 _pairs_for: PairsFor | None = None
 _original = _http1.Http1Client.read_headers
@@ -133,5 +133,10 @@ def install(pairs_for: PairsFor) -> None:
     """Relay 103s with headers scrubbed by ``pairs_for(client_id)`` (process-wide)."""
     global _pairs_for
     _pairs_for = pairs_for
-    _http1.Http1Client.read_headers = read_headers  # type: ignore[method-assign]
-    _http2.Http2Client.handle_h2_event = handle_h2_event  # type: ignore[method-assign]
+    replace(_http1.Http1Client, "read_headers", read_headers)
+    replace(_http2.Http2Client, "handle_h2_event", handle_h2_event)
+
+
+def uninstall() -> None:
+    global _pairs_for
+    _pairs_for = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import h11
 from h11._receivebuffer import ReceiveBuffer
 
-from airlock.proxy.addons.trailers import make_body_reader
+from airlock.proxy.mitm.trailers import make_body_reader
 from tests.proxy.addons.conftest import REAL
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from airlock.proxy.addons.early_hints import _interim_status, render_interim
+from airlock.proxy.mitm.early_hints import _interim_status, render_interim
 from airlock.proxy.scrubber import token_forms
 from tests.proxy.addons.conftest import PLACEHOLDER, REAL
 
