@@ -17,7 +17,7 @@ from .metrics import Metrics
 from .mitm.logscrub import SwappedForms
 from .protocol import error_json
 from .state import Connections
-from .store.base import Store
+from .store.base import Clock, Store, now
 
 REFUSED = "airlock_refused"
 
@@ -35,6 +35,8 @@ class ProxyContext:
     events: EventLog = field(default_factory=MemoryEvents)
     # Forms of recently swapped tokens: Swap feeds it, the log filter scrubs with it.
     swapped_forms: SwappedForms = field(default_factory=SwappedForms)
+    # What "now" is for TTLs (the store's clock unless a test hands another).
+    clock: Clock = field(default=now)
 
     @classmethod
     def create(
@@ -46,9 +48,14 @@ class ProxyContext:
         connections: Connections | None = None,
         credentials: Credentials | None = None,
         events: EventLog | None = None,
+        clock: Clock | None = None,
     ) -> ProxyContext:
         """The one way to assemble a context: what derives from config, store and audit
-        (metrics, egress policy, expiry watcher) is built here, for the app and tests alike."""
+        (metrics, egress policy, expiry watcher) is built here, for the app and tests alike.
+
+        ``clock`` (default: the store's) judges TTLs: lease and session expiry
+        times and when the expiry watcher audits them."""
+        clock = clock if clock is not None else store.clock
         return cls(
             config=config,
             store=store,
@@ -56,9 +63,10 @@ class ProxyContext:
             metrics=Metrics(),
             connections=connections if connections is not None else Connections(),
             egress=Egress(config),
-            expiry=ExpiryWatcher(store, audit),
+            expiry=ExpiryWatcher(store, audit, clock=clock),
             credentials=credentials if credentials is not None else Credentials(),
             events=events if events is not None else MemoryEvents(),
+            clock=clock,
         )
 
     def refuse(

@@ -46,7 +46,6 @@ from .store.base import (
     SessionRecord,
     StoreUnavailable,
     hash_secret,
-    now,
 )
 from .tracing import request_trace_id, trace_middleware
 
@@ -264,7 +263,7 @@ class ControlAPI:
             session_id=sid,
             secret_hash=hash_secret(secret),
             allow=tuple(body.allow),
-            expires_at=now() + body.ttl_s,
+            expires_at=self.ctx.clock() + body.ttl_s,
         )
         if not await self.ctx.store.create_session(record):
             raise ApiError("session_exists", f"session {sid} already exists")
@@ -332,7 +331,7 @@ class ControlAPI:
                 raise ApiError(
                     "credential_unavailable", f"{rule.host}: {exc.reason}: {exc.message}"
                 ) from None
-        expires_at = min(now() + body.ttl_s, session.expires_at)
+        expires_at = min(self.ctx.clock() + body.ttl_s, session.expires_at)
         record = LeaseRecord(
             session_id=sid,
             lease_id=lid,

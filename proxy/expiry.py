@@ -20,10 +20,9 @@ import asyncio
 import contextlib
 import heapq
 import logging
-import time
 
 from .audit import AuditLog
-from .store.base import Store, StoreUnavailable
+from .store.base import Clock, Store, StoreUnavailable, now
 
 log = logging.getLogger("airlock.proxy.expiry")
 
@@ -32,9 +31,17 @@ Key = tuple[str, str]  # (session_id, lease_id or "")
 
 class ExpiryWatcher:
     def __init__(
-        self, store: Store, audit: AuditLog, *, tick_s: float = 0.5, compact_slack: int = 1024
+        self,
+        store: Store,
+        audit: AuditLog,
+        *,
+        tick_s: float = 0.5,
+        compact_slack: int = 1024,
+        clock: Clock = now,
     ) -> None:
+        """``clock`` says when something is due (the store's clock; tests move a fake one)."""
         self._store = store
+        self._clock = clock
         self._audit = audit
         self._tick = tick_s
         self._slack = compact_slack
@@ -78,8 +85,8 @@ class ExpiryWatcher:
     async def run(self) -> None:
         while True:
             self._wake.clear()
-            now = time.time()
-            while self._heap and self._heap[0][0] <= now:
+            at_now = self._clock()
+            while self._heap and self._heap[0][0] <= at_now:
                 at, sid, lid = heapq.heappop(self._heap)
                 if self._due.get((sid, lid)) != at:
                     continue
@@ -100,6 +107,6 @@ class ExpiryWatcher:
                         self._audit.write("session_expired", session=sid)
             delay = self._tick
             if self._heap:
-                delay = min(delay, max(0.01, self._heap[0][0] - time.time()))
+                delay = min(delay, max(0.01, self._heap[0][0] - self._clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .base import (
+    Clock,
     LeaseRecord,
     PlaceholderEntry,
     PlaceholderInUse,
@@ -25,7 +26,8 @@ from .census import LiveCount
 class MemoryStore(Store):
     kind = "memory"
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = now) -> None:
+        self.clock = clock
         self._sessions: dict[str, SessionRecord] = {}
         self._leases: dict[str, dict[str, LeaseRecord]] = {}
         self._placeholders: dict[str, PlaceholderEntry] = {}
@@ -37,18 +39,18 @@ class MemoryStore(Store):
 
     async def create_session(self, record: SessionRecord) -> bool:
         existing = self._sessions.get(record.session_id)
-        if existing is not None and existing.live():
+        if existing is not None and existing.live(self.clock()):
             return False
         if existing is not None:
             self._drop_session(record.session_id)
         self._sessions[record.session_id] = record
         self._leases[record.session_id] = {}
-        self._live_sessions.add(record.session_id, record.expires_at, now())
+        self._live_sessions.add(record.session_id, record.expires_at, self.clock())
         return True
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         record = self._sessions.get(session_id)
-        return record if record is not None and record.live() else None
+        return record if record is not None and record.live(self.clock()) else None
 
     def _drop_session(self, session_id: str) -> list[str]:
         self._sessions.pop(session_id, None)
@@ -57,7 +59,7 @@ class MemoryStore(Store):
         for lease in leases.values():
             self._unindex(lease)
             self._live_leases.discard((session_id, lease.lease_id))
-        return sorted(lid for lid, lease in leases.items() if lease.live())
+        return sorted(lid for lid, lease in leases.items() if lease.live(self.clock()))
 
     async def delete_session(self, session_id: str) -> tuple[bool, list[str]]:
         existed = await self.get_session(session_id) is not None
@@ -70,7 +72,7 @@ class MemoryStore(Store):
                 del self._placeholders[ph]
 
     async def put_lease(self, record: LeaseRecord) -> bool:
-        at = now()
+        at = self.clock()
         for ph in record.placeholders:
             entry = self._placeholders.get(ph)
             if (
@@ -95,10 +97,10 @@ class MemoryStore(Store):
             return False
         self._unindex(lease)
         self._live_leases.discard((session_id, lease_id))
-        return lease.live()
+        return lease.live(self.clock())
 
     async def list_leases(self, session_id: str) -> list[LeaseRecord]:
-        at = now()
+        at = self.clock()
         leases = self._leases.get(session_id, {})
         return sorted(
             (lease for lease in leases.values() if lease.live(at)), key=lambda x: x.lease_id
@@ -107,7 +109,7 @@ class MemoryStore(Store):
     async def lookup(
         self, session_id: str, placeholders: Sequence[str]
     ) -> tuple[SessionRecord | None, dict[str, PlaceholderEntry]]:
-        at = now()
+        at = self.clock()
         session = self._sessions.get(session_id)
         if session is not None and not session.live(at):
             session = None
@@ -119,12 +121,12 @@ class MemoryStore(Store):
         return session, found
 
     async def counts(self) -> tuple[int, int]:
-        at = now()
+        at = self.clock()
         return self._live_sessions.count(at), self._live_leases.count(at)
 
     async def expire_session(self, session_id: str, expires_at: float) -> bool:
         record = self._sessions.get(session_id)
-        if record is None or record.expires_at != expires_at or record.live():
+        if record is None or record.expires_at != expires_at or record.live(self.clock()):
             return False
         self._drop_session(session_id)
         return True
@@ -132,7 +134,7 @@ class MemoryStore(Store):
     async def expire_lease(self, session_id: str, lease_id: str, expires_at: float) -> bool:
         leases = self._leases.get(session_id, {})
         lease = leases.get(lease_id)
-        if lease is None or lease.expires_at != expires_at or lease.live():
+        if lease is None or lease.expires_at != expires_at or lease.live(self.clock()):
             return False
         del leases[lease_id]
         self._unindex(lease)

@@ -23,6 +23,7 @@ from airlock.proxy.expiry import ExpiryWatcher
 from airlock.proxy.protocol import LeaseRule
 from airlock.proxy.store.base import LeaseRecord, SessionRecord, hash_secret, now
 from airlock.proxy.store.memory import MemoryStore
+from tests.fakes.clock import FakeClock
 from tests.fakes.wait import wait_until
 
 SESSIONS = ["sa", "sb", "sc"]
@@ -132,3 +133,42 @@ def test_forgetting_a_session_leaves_the_others_due(tmp_path: Path) -> None:
     assert written == expected
     assert ("lease_expired", "sb", "l1") in written
     assert not {e for e in written if e[1] == "sa"}
+
+
+async def test_the_watcher_and_the_store_judge_ttls_by_the_injected_clock(tmp_path: Path) -> None:
+    """A lease is audited as expired when the clock passes its TTL, not a moment before."""
+    clock = FakeClock()
+    store = MemoryStore(clock=clock)
+    audit = AuditLog(tmp_path / "audit.log")
+    looks = 0
+
+    def watcher_clock() -> float:
+        nonlocal looks
+        looks += 1
+        return clock()
+
+    watcher = ExpiryWatcher(store, audit, tick_s=0.01, clock=watcher_clock)
+    expires = clock() + 3600
+    await store.create_session(SessionRecord("s", hash_secret("x"), (), clock() + 7200))
+    await store.put_lease(LeaseRecord("s", "l", (_rule("s", "l"),), expires))
+    watcher.watch("s", "l", expires)
+    task = asyncio.create_task(watcher.run())
+
+    def audited() -> list[str]:
+        log = tmp_path / "audit.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [json.loads(line)["event"] for line in lines]
+
+    try:
+        # Several passes of the watcher go by (each looks at the clock twice): nothing is due.
+        await wait_until(lambda: looks >= 10, message="the watcher never looked at its clock")
+        assert watcher.pending() == 1 and "lease_expired" not in audited()
+        assert await store.list_leases("s") != []
+        clock.advance(3600)
+        assert await store.list_leases("s") == []  # invisible at once
+        await wait_until(lambda: watcher.pending() == 0, message="the lease was never audited")
+        await wait_until(lambda: "lease_expired" in audited(), message="no lease_expired line")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        audit.close()

@@ -13,7 +13,7 @@ from airlock.proxy.store.base import (
     now,
 )
 from airlock.proxy.store.memory import MemoryStore
-from tests.fakes.wait import wait_until
+from tests.fakes.clock import FakeClock
 
 
 def _rule(ph: str, host: str = "api.github.com") -> LeaseRule:
@@ -59,12 +59,13 @@ async def test_sessions_leases_and_placeholder_index() -> None:
 
 
 async def test_expiry_is_exact_and_reclaimed() -> None:
-    store = MemoryStore()
-    await store.create_session(SessionRecord("s", hash_secret("x"), (), now() + 60))
-    at = now() + 0.2
+    clock = FakeClock()
+    store = MemoryStore(clock=clock)
+    await store.create_session(SessionRecord("s", hash_secret("x"), (), clock() + 60))
+    at = clock() + 0.2
     await store.put_lease(LeaseRecord("s", "l", (_rule("ph-cccccccc"),), at))
     assert not await store.expire_lease("s", "l", at)  # not yet
-    await wait_until(lambda: now() > at, message="the clock never passed the expiry")
+    clock.advance(0.2)  # exactly at the expiry: no longer live
     _, owners = await store.lookup("s", ["ph-cccccccc"])
     assert owners == {}
     assert await store.list_leases("s") == []
@@ -74,8 +75,9 @@ async def test_expiry_is_exact_and_reclaimed() -> None:
 
 
 async def test_counts_are_kept_across_expiry_revocation_and_replacement() -> None:
-    store = MemoryStore()
-    at = now()
+    clock = FakeClock()
+    store = MemoryStore(clock=clock)
+    at = clock()
     for sid in ("s1", "s2"):
         assert await store.create_session(SessionRecord(sid, hash_secret("x"), (), at + 60))
     await store.put_lease(LeaseRecord("s1", "a", (_rule("ph-count-a"),), at + 60))
@@ -87,10 +89,8 @@ async def test_counts_are_kept_across_expiry_revocation_and_replacement() -> Non
     await store.delete_lease("s2", "c")  # revoked
     assert await store.counts() == (2, 2)
 
-    async def lapsed() -> bool:
-        return await store.counts() == (2, 1)
-
-    await wait_until(lapsed, timeout=10, message="the short lease stops counting")
+    clock.advance(0.2)
+    assert await store.counts() == (2, 1)  # the short lease stops counting
     assert await store.expire_lease("s1", "b", at + 0.2)  # reclaimed: still not counted twice
     assert await store.counts() == (2, 1)
     await store.delete_session("s1")  # takes its lease with it
