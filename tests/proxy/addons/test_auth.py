@@ -95,3 +95,48 @@ async def test_unauthenticated_pool_evicts_its_oldest_and_times_out(tmp_path: Pa
     assert h.ctx.connections.unauthenticated() == 0
     reasons = [e["reason"] for e in h.events("refusal")]
     assert reasons == ["unauthenticated_limit", "unauthenticated_timeout"]
+
+
+async def test_each_407_names_its_reason(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    await _session(h)
+    auth = SessionAuth(h.ctx)
+    cases = [
+        (None, "proxy_auth_required"),
+        ("Bearer not-basic", "proxy_auth_required"),
+        (basic("s1", "wrong"), "proxy_auth_failed"),
+        (basic("nobody", "pw"), "proxy_auth_failed"),
+    ]
+    for header, reason in cases:
+        flow = connect_flow(auth=header)
+        await auth.http_connect(flow)
+        assert flow.response is not None and flow.response.status_code == 407, header
+        assert flow.response.headers["x-airlock-refusal"] == reason, header
+        assert flow.response.headers["proxy-authenticate"] == 'Basic realm="airlock-proxy"'
+        assert "proxy-authorization" not in flow.request.headers
+    assert [e["reason"] for e in h.events("refusal")] == [reason for _, reason in cases]
+
+
+async def test_an_unreachable_store_is_503_at_connect_and_in_a_tunnel(tmp_path: Path) -> None:
+    """A real Redis client towards a port nobody listens on: auth fails closed."""
+    from airlock.proxy.store.redis import RedisStore
+    from tests.fakes.net import free_port
+
+    h = make_harness(tmp_path)
+    h.ctx.store = RedisStore(f"redis://127.0.0.1:{free_port()}")
+    auth = SessionAuth(h.ctx)
+    try:
+        connect = connect_flow(auth=basic("s1", "pw"))
+        await auth.http_connect(connect)
+        assert connect.response is not None and connect.response.status_code == 503
+        assert connect.response.headers["x-airlock-refusal"] == "store_unavailable"
+
+        state = h.ctx.connections.state(connect.client_conn.id)
+        state.session_id = "s1"
+        state.tunnel = Tunnel("s1", "api.github.com", 443, True, generation="g")
+        inside = request_flow(connect)
+        await auth.requestheaders(inside)
+        assert inside.response is not None and inside.response.status_code == 503
+        assert inside.response.headers["x-airlock-refusal"] == "store_unavailable"
+    finally:
+        await h.ctx.store.close()

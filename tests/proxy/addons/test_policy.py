@@ -6,14 +6,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mitmproxy import http
+from mitmproxy.proxy.server_hooks import ServerConnectionHookData
+from mitmproxy.test import tflow
 
 from airlock.proxy.addons.auth import SESSION
 from airlock.proxy.addons.policy import EgressPolicy
 from airlock.proxy.config import ControlEndpoint
 from airlock.proxy.egress import Egress, Refused, is_local_address
 from airlock.proxy.hosts import embedded_ipv4, parse_ip, refused_address
+from airlock.proxy.state import Tunnel
 from airlock.proxy.store.base import SessionRecord, hash_secret
-from tests.proxy.addons.ops_support import connect_flow, later, make_harness, request_flow
+from tests.proxy.addons.ops_support import (
+    Harness,
+    connect_flow,
+    later,
+    make_harness,
+    request_flow,
+)
 
 
 @pytest.mark.parametrize(
@@ -118,3 +128,67 @@ async def test_connect_to_embedded_private_literal_is_refused(tmp_path: Path) ->
     await EgressPolicy(h.ctx).http_connect(flow)
     assert flow.response is not None and flow.response.status_code == 403
     assert flow.response.headers["x-airlock-refusal"] == "destination_refused"
+
+
+def _session_of(*allow: str) -> SessionRecord:
+    return SessionRecord("s1", hash_secret("x"), allow, later(60))
+
+
+async def _refusal(h: Harness, flow: http.HTTPFlow, status: int, reason: str) -> None:
+    await EgressPolicy(h.ctx).http_connect(flow)
+    assert flow.response is not None and flow.response.status_code == status
+    assert flow.response.headers["x-airlock-refusal"] == reason
+    assert h.ctx.connections.get(flow.client_conn.id) is None  # no tunnel, no pin
+    assert [e["reason"] for e in h.events("refusal")][-1] == reason
+
+
+async def test_every_egress_refusal_names_its_reason(tmp_path: Path) -> None:
+    h = make_harness(
+        tmp_path,
+        listen_port=18080,
+        resolve={("own.test", 443): ("127.0.0.1", 18080), ("local.test", 443): ("10.0.0.1", 443)},
+    )
+
+    async def no_such_name(host: str, port: int) -> list[str]:
+        raise OSError(f"cannot resolve {host}")
+
+    h.ctx.egress._resolve = no_such_name  # type: ignore[method-assign]
+    unauthenticated = connect_flow(host="api.github.com")
+    await _refusal(h, unauthenticated, 407, "proxy_auth_required")
+    cases = [
+        ("evil.example", ("api.github.com",), 403, "host_not_allowed"),
+        ("own.test", ("*",), 403, "control_api"),
+        ("nowhere.test", ("*",), 502, "dns_failed"),
+        ("10.0.0.1", ("*",), 403, "destination_refused"),
+    ]
+    for host, allow, status, reason in cases:
+        flow = connect_flow(host=host)
+        flow.metadata[SESSION] = _session_of(*allow)
+        await _refusal(h, flow, status, reason)
+
+
+async def test_a_request_for_another_destination_than_its_tunnel_is_refused(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path)
+    connect = connect_flow()
+    state = h.ctx.connections.state(connect.client_conn.id)
+    state.session_id = "s1"
+    state.tunnel = Tunnel("s1", "api.github.com", 443, intercept=False)
+    flow = request_flow(connect)
+    flow.request.host = "uploads.github.com"
+    await EgressPolicy(h.ctx).requestheaders(flow)
+    assert flow.response is not None and flow.response.status_code == 403
+    assert flow.response.headers["x-airlock-refusal"] == "tunnel_mismatch"
+
+
+def test_a_dial_without_an_egress_decision_is_refused(tmp_path: Path) -> None:
+    """mitmproxy may only dial what the policy pinned: anything else fails the dial."""
+    h = make_harness(tmp_path)
+    client = tflow.tclient_conn()
+    server = tflow.tserver_conn()
+    server.address = ("api.github.com", 443)
+    EgressPolicy(h.ctx).server_connect(ServerConnectionHookData(server, client))
+    assert server.error is not None and "no egress decision" in server.error
+    assert h.ctx.metrics.refusals.labels(reason="no_egress_decision")._value.get() == 1
+    assert [e["reason"] for e in h.events("refusal")] == ["no_egress_decision"]
