@@ -67,9 +67,8 @@ def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     return out
 
 
-def _v4_reason(ip: ipaddress.IPv4Address) -> str | None:
-    if ip in METADATA_ADDRESSES:
-        return "metadata"
+def _class_reason(ip: IPAddress) -> str | None:
+    """The refused classes ``ipaddress`` knows for both families, most specific first."""
     if ip.is_loopback:
         return "loopback"
     if ip.is_link_local:
@@ -83,6 +82,12 @@ def _v4_reason(ip: ipaddress.IPv4Address) -> str | None:
     if not ip.is_global:
         return "non-global"
     return None
+
+
+def _v4_reason(ip: ipaddress.IPv4Address) -> str | None:
+    if ip in METADATA_ADDRESSES:
+        return "metadata"
+    return _class_reason(ip)
 
 
 def refused_address(ip: IPAddress) -> str | None:
@@ -108,19 +113,7 @@ def refused_address(ip: IPAddress) -> str | None:
         return "site-local"
     if ip in _UNIQUE_LOCAL:
         return "unique-local"
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local"
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_multicast:
-        return "multicast"
-    if ip.is_private:
-        return "private"
-    if not ip.is_global:
-        return "non-global"
-    return None
+    return _class_reason(ip)
 
 
 def unmap(ip: IPAddress) -> IPAddress:
