@@ -10,31 +10,27 @@ from mitmproxy import http
 from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.test import taddons, tflow
 
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.config import ControlEndpoint, ProxyConfig
 from airlock.proxy.context import ProxyContext
 from airlock.proxy.state import Tunnel
-from airlock.proxy.store.memory import MemoryStore
+from tests.proxy.addons.ops_support import Harness, make_harness
 
 REAL = "ghs_REALunit0123456789abcdefABCDEF0123"
 PLACEHOLDER = "airlock-gh-unit-placeholder-0001"
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> Iterator[ProxyContext]:
-    config = ProxyConfig(
-        listen_host="127.0.0.1",
-        listen_port=8080,
-        control=ControlEndpoint(kind="unix", path=tmp_path / "c.sock"),
-        state_dir=tmp_path,
-    )
-    store = MemoryStore()
-    audit = AuditLog(tmp_path / "audit.log")
-    context = ProxyContext.create(config, store, audit)
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    """The one in-process context (ops_support.make_harness) inside mitmproxy's taddons."""
+    h = make_harness(tmp_path, listen_port=8080)
     with taddons.context(Proxyserver()) as tctx:  # type: ignore[no-untyped-call]
         tctx.configure(tctx.master.addons.get("proxyserver"), stream_large_bodies="4m")
-        yield context
-    audit.close()
+        yield h
+    h.ctx.audit.close()
+
+
+@pytest.fixture
+def ctx(harness: Harness) -> ProxyContext:
+    return harness.ctx
 
 
 def intercepted_flow(
