@@ -111,8 +111,7 @@ def install(wiring: Wiring) -> None:
 def uninstall() -> None:
     """Put mitmproxy back as it was before :func:`install` (a no-op when not installed)."""
     global _installed
-    for module in (head_guard, guard_layer, h2_meter, upgrade, early_hints, logscrub):
-        module.uninstall()
+    logscrub.uninstall()
     patching.restore_all()
     _installed = False
 

@@ -28,10 +28,10 @@ from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import HttpLayer, _http1, _http2
 
 from ..scrubber import scrub, scrub_name
-from .patching import replace
+from .patching import Setting, replace
 from .upgrade import PairsFor
 
-_pairs_for: PairsFor | None = None
+_pairs_for: Setting[PairsFor] = Setting()
 _original = _http1.Http1Client.read_headers
 
 
@@ -68,7 +68,8 @@ def _relay(
 ) -> Generator[commands.Command, Any, None]:
     """Send the 103 to the client over whatever protocol it speaks."""
     client = context.client
-    pairs = (_pairs_for(client.id) if _pairs_for is not None else None) or {}
+    pairs_for = _pairs_for.value
+    pairs = (pairs_for(client.id) if pairs_for is not None else None) or {}
     layer = next((x for x in reversed(context.layers) if isinstance(x, HttpLayer)), None)
     server_side = layer.connections.get(client) if layer is not None else None
     if isinstance(server_side, _http2.Http2Server) and stream_id is not None:
@@ -131,12 +132,6 @@ def handle_h2_event(
 
 def install(pairs_for: PairsFor) -> None:
     """Relay 103s with headers scrubbed by ``pairs_for(client_id)`` (process-wide)."""
-    global _pairs_for
-    _pairs_for = pairs_for
+    _pairs_for.value = pairs_for
     replace(_http1.Http1Client, "read_headers", read_headers)
     replace(_http2.Http2Client, "handle_h2_event", handle_h2_event)
-
-
-def uninstall() -> None:
-    global _pairs_for
-    _pairs_for = None

@@ -21,7 +21,7 @@ from mitmproxy.proxy import commands, layer
 from mitmproxy.proxy.layers import tls as tls_layers
 
 from ..guard import GuardViolation, ResponseGuard
-from .patching import replace
+from .patching import Setting, replace
 
 
 @dataclass
@@ -32,7 +32,7 @@ class StreamGuard:
     on_violation: Callable[[str, GuardViolation], None]  # must end the connection
 
 
-_stream_guard: StreamGuard | None = None
+_stream_guard: Setting[StreamGuard] = Setting()
 _original_send_data = tls_layers.ClientTLSLayer.send_data
 _GUARDS: weakref.WeakValueDictionary[str, ResponseGuard] = weakref.WeakValueDictionary()
 _GUARD_ATTR = "_airlock_stream_guard"
@@ -40,16 +40,17 @@ _GUARD_ATTR = "_airlock_stream_guard"
 
 def active() -> bool:
     """Is a stream guard installed (then HTTP/1 heads tell it their methods)?"""
-    return _stream_guard is not None
+    return _stream_guard.value is not None
 
 
 def guard_of(holder: Any, client_id: str) -> ResponseGuard | None:
     """The client's guard (one per client connection), kept alive by ``holder``."""
-    if _stream_guard is None:
+    wiring = _stream_guard.value
+    if wiring is None:
         return None
     guard = getattr(holder, _GUARD_ATTR, None) or _GUARDS.get(client_id)
     if guard is None:
-        guard = _stream_guard.make(client_id)
+        guard = wiring.make(client_id)
         _GUARDS[client_id] = guard
     setattr(holder, _GUARD_ATTR, guard)
     return guard
@@ -66,8 +67,9 @@ def _guarded_send_data(self: Any, data: bytes) -> layer.CommandGenerator[None]:
         data = guard.send(data)
     except GuardViolation as exc:
         if first:
-            assert _stream_guard is not None
-            _stream_guard.on_violation(self.conn.id, exc)
+            wiring = _stream_guard.value
+            assert wiring is not None
+            wiring.on_violation(self.conn.id, exc)
             yield commands.CloseConnection(self.conn)
         return
     if data:
@@ -79,11 +81,5 @@ def install(guard: StreamGuard) -> None:
 
     Needs :mod:`airlock.proxy.mitm.head_guard` (the request methods come through it).
     """
-    global _stream_guard
-    _stream_guard = guard
+    _stream_guard.value = guard
     replace(tls_layers.ClientTLSLayer, "send_data", _guarded_send_data)
-
-
-def uninstall() -> None:
-    global _stream_guard
-    _stream_guard = None

@@ -16,16 +16,16 @@ import h2.events
 from h2.stream import StreamClosedBy
 from mitmproxy.proxy.layers.http import _http2
 
-from .patching import replace
+from .patching import Setting, replace
 
 H2Meter = Callable[[str, str, int], None]  # (client id, "stream"|"reset"|"data"|"frame", size)
 
-_meter: H2Meter | None = None
+_meter: Setting[H2Meter] = Setting()
 _original = _http2.Http2Server.handle_h2_event
 
 
 def _metered_h2_event(self: Any, event: Any) -> Generator[Any, Any, bool]:
-    meter = _meter
+    meter = _meter.value
     if meter is not None:
         size = 0
         if isinstance(event, h2.events.RequestReceived):
@@ -53,11 +53,5 @@ def _reset_by_client(conn: Any, stream_id: int) -> bool:
 
 def install(meter: H2Meter) -> None:
     """Call ``meter`` for every HTTP/2 event a client connection causes."""
-    global _meter
-    _meter = meter
+    _meter.value = meter
     replace(_http2.Http2Server, "handle_h2_event", _metered_h2_event)
-
-
-def uninstall() -> None:
-    global _meter
-    _meter = None

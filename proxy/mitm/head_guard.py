@@ -31,7 +31,7 @@ from mitmproxy.proxy.layers.http._events import RequestHeaders
 
 from ..protocol import error_json
 from . import guard_layer
-from .patching import replace
+from .patching import Setting, replace
 
 _TIMER = "_airlock_head_timer"
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
@@ -48,7 +48,7 @@ class HeadGuard:
     on_timeout: Callable[[str], None]  # client id: must end the connection
 
 
-_guard: HeadGuard | None = None
+_guard: Setting[HeadGuard] = Setting()
 
 
 def _error_response(status: int, reason: str, code: str, message: str) -> bytes:
@@ -113,7 +113,7 @@ def _guarded(self: Any, event: events.Event) -> Generator[Any, Any, None]:
 
 
 def _head_guarded(self: Any, event: events.Event) -> Generator[Any, Any, None]:
-    guard = _guard
+    guard = _guard.value
     if guard is not None and _head_too_large(self, event, guard.max_bytes):
         _cancel_timer(self)
         self.buf = ReceiveBuffer()  # let the memory go now, not at close
@@ -165,11 +165,5 @@ def _telling_methods(self: Any, event: events.Event) -> Generator[Any, Any, None
 
 def install(guard: HeadGuard) -> None:
     """Enforce ``guard`` on every HTTP/1 request head mitmproxy reads."""
-    global _guard
-    _guard = guard
+    _guard.value = guard
     replace(_http1.Http1Server, "_handle_event", _guarded)
-
-
-def uninstall() -> None:
-    global _guard
-    _guard = None

@@ -8,11 +8,28 @@ process, starts from mitmproxy's own behaviour.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 _MISSING = object()
 # (id(owner), name) -> (owner, name, what owner's own namespace held, or _MISSING)
 _saved: dict[tuple[int, str], tuple[Any, str, Any]] = {}
+
+
+class Setting(Generic[T]):
+    """What a patch needs from the live proxy: set by ``install``, cleared by :func:`restore_all`.
+
+    A patched mitmproxy function is a plain function on a mitmproxy class, so
+    it finds the live proxy's callbacks here, not through an addon instance.
+    """
+
+    def __init__(self) -> None:
+        self.value: T | None = None
+        _settings.append(self)
+
+
+_settings: list[Setting[Any]] = []
 
 
 def replace(owner: Any, name: str, value: Any) -> None:
@@ -25,7 +42,9 @@ def replace(owner: Any, name: str, value: Any) -> None:
 
 
 def restore_all() -> None:
-    """Undo every :func:`replace`, newest first."""
+    """Undo every :func:`replace`, newest first, and clear every :class:`Setting`."""
+    for setting in _settings:
+        setting.value = None
     for owner, name, original in reversed(list(_saved.values())):
         if original is _MISSING:
             delattr(owner, name)

@@ -25,11 +25,11 @@ from mitmproxy.proxy.layers import websocket
 from mitmproxy.proxy.layers.http import _http1
 
 from ..scrubber import scrub
-from .patching import replace
+from .patching import Setting, replace
 
 PairsFor = Callable[[str], Mapping[bytes, bytes] | None]
 
-_pairs_for: PairsFor | None = None
+_pairs_for: Setting[PairsFor] = Setting()
 _original_send2 = websocket.WebsocketConnection.send2
 # RFC 6455: control frame payload <= 125 bytes; a close reason <= 123.
 _MAX_CONTROL = 125
@@ -55,8 +55,9 @@ def scrub_control(
 
 
 def _send2(self: websocket.WebsocketConnection, event: wsproto.events.Event) -> commands.SendData:
-    if _pairs_for is not None and isinstance(self.conn, connection.Client):
-        pairs = _pairs_for(self.conn.id)
+    pairs_for = _pairs_for.value
+    if pairs_for is not None and isinstance(self.conn, connection.Client):
+        pairs = pairs_for(self.conn.id)
         if pairs:
             event = scrub_control(event, pairs)
     return _original_send2(self, event)
@@ -80,12 +81,6 @@ def should_make_pipe(request: http.Request, response: http.Response) -> bool:
 def install(pairs_for: PairsFor) -> None:
     """Scrub control frames to clients with ``pairs_for(client_id)``, and pipe
     101s for WebSockets only (process-wide)."""
-    global _pairs_for
-    _pairs_for = pairs_for
+    _pairs_for.value = pairs_for
     replace(websocket.WebsocketConnection, "send2", _send2)
     replace(_http1, "should_make_pipe", should_make_pipe)
-
-
-def uninstall() -> None:
-    global _pairs_for
-    _pairs_for = None

@@ -14,7 +14,7 @@ from mitmproxy.proxy.layers.http import HttpStream, _base, _http1, _http2
 
 from airlock.proxy import mitm
 from airlock.proxy.guard import LivePairs, ResponseGuard
-from airlock.proxy.mitm import patching
+from airlock.proxy.mitm import guard_layer, patching
 
 # Every attribute of mitmproxy airlock replaces (DESIGN: one place, installed once).
 PATCHED: list[tuple[Any, str]] = [
@@ -65,11 +65,13 @@ def test_install_patches_every_concern_and_uninstall_restores_mitmproxy() -> Non
             ]
             assert not changed, f"not patched: {changed}"
             assert mitm_server.TCP_TIMEOUT == 42
+            assert guard_layer.active()
             assert len(handler.filters) == 1  # the log scrubber
             assert {(id(o), n) for o, n in patching.replaced()} == {(id(o), n) for o, n in PATCHED}
         restored = [getattr(owner, name) for owner, name in PATCHED]
         assert all(a is b for a, b in zip(restored, before, strict=True))
         assert handler.filters == [] and patching.replaced() == []
+        assert not guard_layer.active()  # what install handed over is dropped too
     finally:
         logging.getLogger().removeHandler(handler)
 
