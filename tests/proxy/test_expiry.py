@@ -176,16 +176,11 @@ async def test_the_watcher_and_the_store_judge_ttls_by_the_injected_clock(tmp_pa
 
 def test_the_context_judges_ttls_by_its_stores_clock_unless_told(tmp_path: Path) -> None:
     """``ProxyContext.create``: one clock for the store, the watcher and the control API."""
-    from airlock.proxy.config import ControlEndpoint, ProxyConfig
     from airlock.proxy.context import ProxyContext
+    from tests.proxy.addons.ops_support import make_harness
 
-    config = ProxyConfig(
-        listen_host="127.0.0.1",
-        listen_port=18080,
-        control=ControlEndpoint(kind="unix", path=tmp_path / "c.sock"),
-        state_dir=tmp_path,
-    )
-    audit = AuditLog(tmp_path / "audit.log")
+    made = make_harness(tmp_path).ctx
+    config, audit = made.config, made.audit
     try:
         clock = FakeClock(start=1000.0)
         ctx = ProxyContext.create(config, MemoryStore(clock=clock), audit)
