@@ -67,7 +67,7 @@ def test_a_form_across_two_chunked_writes_stops_the_guard(form: bytes, offset: i
     body = _body(form, offset)
     guard = ResponseGuard(PAIRS)
     guard.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-    with pytest.raises(GuardViolation) as caught:  # noqa: PT012 (the write that completes it)
+    with pytest.raises(GuardViolation) as caught:  # raised by the write that completes it
         for i in range(0, len(body), CHUNK):
             piece = body[i : i + CHUNK]
             guard.send(b"%x\r\n%s\r\n" % (len(piece), piece))
