@@ -13,18 +13,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
 from tests.fakes.tls import TestCA
 from tests.proxy.adversarial.conftest import (
-    H1_ONLY,
-    HOSTS,
     H1Response,
     Lease,
     h1_get,
     h2_get,
     leaks,
     parse_h1,
+    proxy_to_reflectors,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -39,13 +38,9 @@ def proxy(
     upstream: Reflector,
     upstream_h1: Reflector,
 ) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("decode-limits"),
-        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
-        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
-        upstream_ca=upstream_ca.ca_path,
-        extra_args=["--max-decoded-bytes", str(6 * MIB), "--max-decode-ratio", "5000"],
-    ) as p:
+    flags = ["--max-decoded-bytes", str(6 * MIB), "--max-decode-ratio", "5000"]
+    tmp = tmp_path_factory.mktemp("decode-limits")
+    with proxy_to_reflectors(tmp, upstream_ca, upstream, upstream_h1, flags) as p:
         yield p
 
 
