@@ -23,8 +23,11 @@ streamed bodies, WebSocket messages and control frames.
   is never buffered whole. Decoders produce output in bounded steps and a
   :class:`DecodeBudget` cuts a body whose decoded size passes a limit or a
   sustained ratio (a compression bomb) with :class:`DecodedTooLarge`.
-- :func:`find_forms` and :func:`partial_form_at_end` are the matcher itself,
-  shared with the connection-level guard (:mod:`airlock.proxy.guard`).
+- :class:`Forms` is the matcher itself, prepared once per token set: one
+  pass per buffer over the minimal forms (every other form contains one) in
+  the text without line breaks, exact spans (:func:`find_forms`) only on a
+  hit. It and :func:`partial_form_at_end` are shared with the
+  connection-level guard (:mod:`airlock.proxy.guard`).
 
 The pairs mapping is read live: a token swapped on the connection after a
 stream started is scrubbed from then on.
@@ -53,8 +56,10 @@ __all__ = [
     "DecodeError",
     "DecodedTooLarge",
     "Decoder",
+    "Forms",
     "StreamScrubber",
     "find_forms",
+    "minimal_forms",
     "ordered_forms",
     "parse_codings",
     "partial_form_at_end",
