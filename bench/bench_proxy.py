@@ -198,10 +198,11 @@ async def _start_airlock(
     store: str = "memory",
     extra_leases: int = 0,
     guard: bool = True,
+    source: Path | None = None,
 ) -> tuple[Target, str, str]:
     from airlock.client.proxy import ProxyClient
 
-    proxy = start_proxy(stack, work, up_port, ca_path, store=store, guard=guard)
+    proxy = start_proxy(stack, work, up_port, ca_path, store=store, guard=guard, source=source)
     async with ProxyClient(proxy.control) as client:
         session = await client.create_session(allow=["api.github.com"], ttl_s=3600)
         await client.put_lease(session.session_id, "bench", [RULE], ttl_s=3600)
@@ -434,6 +435,7 @@ async def run(
     rounds: int,
     download_mib: int = 200,
     download_only: bool = False,
+    before: Path | None = None,
 ) -> None:
     work = Path(tempfile.mkdtemp(prefix="al-bench-"))
     notes: list[str] = []
@@ -449,12 +451,19 @@ async def run(
             stack, "(b0) airlock as (b), guard off", work, up_port, ca.ca_path, guard=False
         )
         targets.append(b0)
+        compared = [b0, b]
+        if before is not None:
+            bm, _, _ = await _start_airlock(
+                stack, "(bm) airlock as (b), before", work, up_port, ca.ca_path, source=before
+            )
+            targets.append(bm)
+            compared = [bm, b0, b]
         download_size = download_mib << 20
         if download_only:
-            rows = await _downloads([targets[0], b0, b], download_size, rounds)
+            rows = await _downloads([targets[0], *compared], download_size, rounds)
             _print_downloads(rows, download_size)
             print()
-            _print_tunnels([b0, b], download_size)
+            _print_tunnels(compared, download_size)
             return
         c, _, _ = await _start_airlock(
             stack, f"(c) airlock, memory, {leases:,} leases", work, up_port, ca.ca_path,
@@ -483,11 +492,13 @@ async def run(
                 t.errors += errors
         trips = await _round_trips(control, sid, round_trips)
         download_rows = (
-            await _downloads([targets[0], b0, b], download_size, rounds) if download_mib > 0 else []
+            await _downloads([targets[0], *compared], download_size, rounds)
+            if download_mib > 0
+            else []
         )
         tunnel_rows = [
             r
-            for t in (b0, b)
+            for t in compared
             for r in await asyncio.to_thread(_tunnel_rss, t, 50, 8, download_size)
         ]
 
@@ -557,6 +568,12 @@ def main(argv: list[str] | None = None) -> None:
         "--download-only", action="store_true", help="only the download table ((a) and (b))"
     )
     parser.add_argument(
+        "--before",
+        type=Path,
+        help="also bench airlock-proxy from this source tree as (bm), the before of a change "
+        "(e.g. git archive main | tar -x -C DIR)",
+    )
+    parser.add_argument(
         "--scopes",
         action="store_true",
         help="only the lease-scope table (allow vs none, push_refs vs none)",
@@ -575,6 +592,7 @@ def main(argv: list[str] | None = None) -> None:
             args.rounds,
             args.download_mib,
             args.download_only,
+            args.before,
         )
     )
 

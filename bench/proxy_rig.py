@@ -118,6 +118,20 @@ class UnguardedProxy(ProxyProcess):
         return [sys.executable, str(script), *super().argv()[1:]]
 
 
+class SourceProxy(ProxyProcess):
+    """airlock-proxy run from another source tree (``source``, e.g. ``git archive main``
+    unpacked): the "before" of a change, benched in the same run as the "after"."""
+
+    source: Path = Path()
+
+    def argv(self) -> list[str]:
+        boot = (
+            f"import sys; sys.path.insert(0, {str(self.source)!r}); "
+            "from airlock.proxy.cli import main; sys.exit(main())"
+        )
+        return [sys.executable, "-c", boot, *super().argv()[1:]]
+
+
 def start_proxy(
     stack: ExitStack,
     work: Path,
@@ -126,16 +140,19 @@ def start_proxy(
     *,
     store: str = "memory",
     guard: bool = True,
+    source: Path | None = None,
 ) -> ProxyProcess:
     """A real airlock-proxy (stopped by ``stack``) that resolves api.github.com to the upstream."""
     tmp = Path(tempfile.mkdtemp(prefix="al-bench-", dir=work))
     kind = ProxyProcess if guard else UnguardedProxy
-    proc = kind(
+    proc = (SourceProxy if source is not None else kind)(
         tmp,
         resolve=[f"{HOST}:443:127.0.0.1:{up_port}", f"{GIT_HOST}:443:127.0.0.1:{up_port}"],
         upstream_ca=ca_path,
         store=store,
     )
+    if isinstance(proc, SourceProxy) and source is not None:
+        proc.source = source.resolve()
     proc.start()
     stack.callback(proc.stop)
     return proc

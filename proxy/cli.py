@@ -156,6 +156,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a connection may take to prove a session before it is closed",
     )
     limits.add_argument(
+        "--max-decoded-bytes",
+        type=int,
+        default=1 << 30,
+        help="a compressed response body is cut (decoded_too_large) once it decodes past "
+        "this many bytes",
+    )
+    limits.add_argument(
+        "--max-decode-ratio",
+        type=int,
+        default=100,
+        help="a compressed response body is cut (decoded_too_large) once it decodes to more "
+        "than this many times its compressed size "
+        "(sustained, after a 4 MiB allowance)",
+    )
+    limits.add_argument(
         "--refusal-audit-per-minute",
         type=int,
         default=60,
@@ -245,6 +260,8 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     _positive("--max-unauthenticated-connections", args.max_unauthenticated_connections)
     _positive("--unauthenticated-timeout", args.unauthenticated_timeout)
     _positive("--refusal-audit-per-minute", args.refusal_audit_per_minute, zero_ok=True)
+    _positive("--max-decoded-bytes", args.max_decoded_bytes)
+    _positive("--max-decode-ratio", args.max_decode_ratio)
     return ProxyConfig(
         listen_host=host,
         listen_port=port,
@@ -276,6 +293,8 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
         connection_burst=args.connection_burst,
         max_unauthenticated_connections=args.max_unauthenticated_connections,
         unauthenticated_timeout_s=args.unauthenticated_timeout,
+        max_decoded_bytes=args.max_decoded_bytes,
+        max_decode_ratio=args.max_decode_ratio,
     )
 
 

@@ -72,6 +72,11 @@ class ProxyConfig:
     connection_burst: int = 400
     # Refusals of unauthenticated or rate-limited traffic written per reason and minute.
     refusal_audit_per_minute: int = 60
+    # Compression bombs (decoders.DecodeBudget): a streamed body is cut
+    # (``decoded_too_large``) once it decodes past this many bytes, or to more
+    # than this many times its encoded size, sustained.
+    max_decoded_bytes: int = 1 << 30
+    max_decode_ratio: int = 100
     # Least privilege per command (docs/proxy.md, "Lease scopes").
     on_exfiltration: Literal["revoke", "refuse"] = "revoke"
     github_app_id: str | None = None

@@ -19,7 +19,7 @@ knows nothing of mitmproxy). It:
   checked), a WebSocket extension (``permessage-deflate`` would hide the
   frames' payload), and any framing it cannot follow;
 - runs every byte through the scrubber's matcher
-  (:func:`airlock.proxy.scrubber.find_forms`) with the connection's live map
+  (:class:`airlock.proxy.scrubber.Forms`) with the connection's live map
   of real forms: heads, trailers and the body (across chunks: chunk framing
   is taken out so a form split over two chunks is still one form), and each
   chunk size line on its own. Bytes at the end of a write that could begin a
@@ -37,13 +37,7 @@ import collections
 import re
 from collections.abc import Callable, Iterator, Mapping
 
-from .scrubber import (
-    find_forms,
-    ordered_forms,
-    parse_codings,
-    partial_form_at_end,
-    wrap_room,
-)
+from .scrubber import Forms, parse_codings, partial_form_at_end, wrap_room
 
 # A suffix shorter than this that could begin a form is let through: holding
 # every one- or two-byte coincidence would stall streams. A held prefix of a
@@ -58,7 +52,9 @@ _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[^\r\n]*)?")
 
 HEAD, BODY, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, TRAILERS, UNTIL_CLOSE, OPAQUE = range(8)
 
-Piece = tuple[bytes, bool]  # (raw bytes, matched as part of the content stream)
+# (raw bytes, matched as part of the content stream). Body pieces are views
+# of the write they came in (no copy of a body on the hot path).
+Piece = tuple[bytes | memoryview, bool]
 
 
 class GuardViolation(Exception):
@@ -68,13 +64,6 @@ class GuardViolation(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
-
-
-def _minimal(ordered: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """Forms that contain no other form: matching these finds every form, and
-    a partial match always starts on secret bytes (``base64("user:")`` is not)."""
-    keys = [k for k, _ in ordered]
-    return [(k, v) for k, v in ordered if not any(o != k and o in k for o in keys)]
 
 
 class _Framing:
@@ -94,14 +83,15 @@ class _Framing:
     def feed(self, data: bytes) -> list[Piece]:
         pieces: list[Piece] = []
         i, n = 0, len(data)
+        view = memoryview(data)
         while i < n:
             state = self.state
             if state in (UNTIL_CLOSE, OPAQUE):
-                pieces.append((data[i:], True))
+                pieces.append((view[i:] if i else data, True))
                 break
             if state in (BODY, CHUNK_DATA):
                 take = min(self.left, n - i)
-                pieces.append((data[i : i + take], True))
+                pieces.append((view[i : i + take] if take < n else data, True))
                 self.left -= take
                 i += take
                 if not self.left:
@@ -262,8 +252,7 @@ class ResponseGuard:
         self.methods: collections.deque[str] = collections.deque()
         self.violation: GuardViolation | None = None
         self._framing = _Framing(self)
-        self._count = -1
-        self._forms: list[tuple[bytes, bytes]] = []
+        self._forms = Forms({})
         self._keep = 0
         self._alphabet = b""
         self._window = b""  # the last content bytes let through
@@ -277,19 +266,18 @@ class ResponseGuard:
         return self.methods.popleft() if self.methods else "GET"
 
     # -- the check ----------------------------------------------------------
-    def _refresh(self) -> None:
-        if len(self.pairs) != self._count:
-            self._count = len(self.pairs)
-            self._forms = _minimal(ordered_forms(self.pairs))
-            longest = max((len(k) for k, _ in self._forms), default=0)
+    def _refresh(self) -> Forms:
+        if self._forms.stale(self.pairs):
+            self._forms = forms = Forms(self.pairs)
+            longest = max((len(k) for k, _ in forms.minimal), default=0)
             self._keep = longest + wrap_room(longest) if longest else 0
             # Bytes a form (or a line break inside one) is made of.
-            self._alphabet = bytes(set(b"".join(k for k, _ in self._forms) + b"\r\n"))
+            self._alphabet = bytes(set(b"".join(k for k, _ in forms.minimal) + b"\r\n"))
+        return self._forms
 
     def check_line(self, line: bytes) -> None:
         """A framing line (a chunk size with its extensions) on its own."""
-        self._refresh()
-        if find_forms(line, self._forms):
+        if self._refresh().present(line):
             raise GuardViolation("token", "a real token in a chunk size line")
 
     def send(self, data: bytes) -> bytes:
@@ -307,54 +295,56 @@ class ResponseGuard:
             raise
 
     def _send(self, data: bytes) -> bytes:
-        self._refresh()
+        forms = self._refresh()
         had_held = bool(self._held)
         pieces = self._held + self._framing.feed(data)
         self._held = []
-        matched = [raw for raw, is_content in pieces if is_content]
-        content = matched[0] if len(matched) == 1 else b"".join(matched)
         # Usually what goes out is exactly ``data``: no copy then.
         whole = not had_held and sum(len(raw) for raw, _ in pieces) == len(data)
-        if not self._forms:
+        if not forms.minimal:
             self._window = b""
             return data if whole else b"".join(raw for raw, _ in pieces)
-        keep = self._keep
-        window = self._window
-        # A form lies in ``content`` or starts in the window and ends early in it
-        # (one search over both when the write is small).
-        if len(content) <= 16 * 1024:
-            found = bool(find_forms(window + content, self._forms))
+        keep, window = self._keep, self._window
+        matched = [raw for raw, is_content in pieces if is_content]
+        if len(matched) == 1 and whole:
+            # One stretch of content (a body chunk with its framing): search the
+            # write itself, a superset of the content, rather than copy it out.
+            content: bytes | memoryview = matched[0]
+            searched = data
         else:
-            found = bool(find_forms(content, self._forms)) or bool(
-                window and find_forms(window + content[: keep - 1], self._forms)
+            content = searched = b"".join(matched)
+        # A form lies in what is searched, or starts in the window and ends
+        # early in the content (one search over both when the write is small).
+        if len(content) <= 16 * 1024:
+            found = forms.present(window + content)
+        else:
+            found = forms.present(searched) or bool(
+                window and forms.present(window + content[: keep - 1])
             )
         if found:
             raise GuardViolation("token", "a real token on its way to the sandbox")
-        tail = content[-keep:] if len(content) >= keep else (window + content)[-keep:]
+        tail = bytes(content[-keep:]) if len(content) >= keep else (window + content)[-keep:]
         # A held prefix is HOLD_MIN bytes of forms or more: a byte of anything
         # else among the last HOLD_MIN rules it out without a search.
         if tail[-HOLD_MIN:].translate(None, self._alphabet) or len(tail) < HOLD_MIN:
             hold = 0
         else:
-            hold = partial_form_at_end(tail, self._forms)
+            hold = partial_form_at_end(tail, forms.minimal)
         hold = min(hold, len(content)) if hold >= HOLD_MIN else 0
         if hold and self._framing.at_boundary:
             raise GuardViolation("token", "a message ends on the start of a real token")
         if not hold:
-            out, sent = (data if whole else b"".join(raw for raw, _ in pieces)), content
-        else:
-            out, sent = self._split(pieces, len(content) - hold)
+            out = data if whole else b"".join(raw for raw, _ in pieces)
+            self._window = tail
+            return out
+        out, sent = self._split(pieces, len(content) - hold)
         self._window = sent[-keep:] if len(sent) >= keep else (window + sent)[-keep:]
         return out
 
     def _split(self, pieces: list[Piece], upto: int) -> tuple[bytes, bytes]:
         """Send pieces up to ``upto`` content bytes; hold the rest, in order."""
-        if len(pieces) == 1:  # the common case: one piece, no copies
-            raw, matched = pieces[0]
-            if not matched or upto >= len(raw):
-                return raw, raw if matched else b""
-        out: list[bytes] = []
-        sent: list[bytes] = []
+        out: list[bytes | memoryview] = []
+        sent: list[bytes | memoryview] = []
         seen = 0
         for index, (raw, matched) in enumerate(pieces):
             if matched and seen + len(raw) > upto:

@@ -49,6 +49,7 @@ from mitmproxy.utils import human
 from ..context import REFUSED, ProxyContext
 from ..scrubber import (
     ChainDecoder,
+    DecodeBudget,
     DecodedTooLarge,
     DecodeError,
     StreamScrubber,
@@ -203,7 +204,9 @@ class Scrub:
             assert flow.response is not None
             self._stream(flow, _Swallow(flow.response.content or b""))
             return
-        decoder = ChainDecoder(codings) if codings else None
+        config = self.ctx.config
+        budget = DecodeBudget(config.max_decoded_bytes, config.max_decode_ratio)
+        decoder = ChainDecoder(codings, budget) if codings else None
         self._stream(flow, _Aborting(StreamScrubber(pairs, decoder), flow, self.ctx))
         if codings:
             response.headers.pop("content-encoding", None)

@@ -17,8 +17,9 @@ import gzip
 import socket
 import ssl
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import brotli  # type: ignore[import-untyped]
@@ -64,6 +65,24 @@ def upstream_h1(upstream_ca: TestCA) -> Iterator[Reflector]:
         yield up
 
 
+def proxy_to_reflectors(
+    tmp: Path,
+    upstream_ca: TestCA,
+    upstream: Reflector,
+    upstream_h1: Reflector,
+    extra_args: Sequence[str] = (),
+) -> contextlib.AbstractContextManager[ProxyProcess]:
+    """A real airlock-proxy resolving :data:`HOSTS` to ``upstream`` and
+    :data:`H1_ONLY` to ``upstream_h1`` (a module may start one with its own flags)."""
+    return proxy_process(
+        tmp,
+        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
+        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
+        upstream_ca=upstream_ca.ca_path,
+        extra_args=extra_args,
+    )
+
+
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
@@ -71,12 +90,8 @@ def proxy(
     upstream: Reflector,
     upstream_h1: Reflector,
 ) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("adversarial"),
-        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
-        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
-        upstream_ca=upstream_ca.ca_path,
-    ) as p:
+    tmp = tmp_path_factory.mktemp("adversarial")
+    with proxy_to_reflectors(tmp, upstream_ca, upstream, upstream_h1) as p:
         yield p
 
 
