@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from airlock.client.github.shell import GitHubShell
-from airlock.client.providers import GitHubAppProvider
 from airlock.client.sandboxes import DaemonSandbox, LocalSandbox, Sandbox
 from airlock.proxy.protocol import LeaseRule, Replacement
 from bench.report import percentile, table
 from tests.fakes.daemon_harness import running_daemon
 from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import running_proxy
+from tests.fakes.github_proxy import GITHUB_HOSTS, app_provider, proxy_for
 
 ROUNDS = 60
 WARMUP = 3
@@ -82,57 +81,37 @@ async def run() -> None:
     try:
         async with FakeGitHub(tmp / "github", org="acme") as gh:
             await gh.create_repo("acme/widgets")
-            async with running_proxy(
-                tmp / "proxy",
-                allow=["api.github.com", "github.com"],
-                resolve=gh.resolve,
-                upstream_ca=gh.ca_path,
-            ) as proxy:
+            async with proxy_for(gh, tmp / "proxy") as proxy:
                 pc = proxy.client()
-                session = await pc.create_session(allow=["api.github.com", "github.com"])
+                session = await pc.create_session(allow=list(GITHUB_HOSTS))
                 workspace = tmp / "ws"
                 workspace.mkdir()
                 (tmp / "home").mkdir()
                 env = proxy.client_env(session, HOME=str(tmp / "home"))
-                provider = GitHubAppProvider(
-                    gh.app_id,
-                    gh.app_private_key_pem,
-                    org="acme",
-                    api_url=gh.api_url,
-                    ssl_context=gh.ca.client_context(),
-                )
+                provider = app_provider(gh)
                 real = (await provider.get_token(["acme/widgets"])).token
                 cfg = str(tmp / "direct-gh-config")
 
-                local = LocalSandbox(base_env=env)
-                shell = GitHubShell(
-                    org="acme",
-                    provider=provider,
-                    proxy=pc,
-                    session=session,
-                    sandbox=local,
-                    workspace=str(workspace),
-                    config_dir_base=str(tmp),
-                )
-                base, ours = await _pair(shell, local, str(workspace), real, cfg)
-                rows += _rows("LocalSandbox", base, ours)
+                async def measure(label: str, sandbox: Sandbox) -> None:
+                    shell = GitHubShell(
+                        org="acme",
+                        provider=provider,
+                        proxy=pc,
+                        session=session,
+                        sandbox=sandbox,
+                        workspace=str(workspace),
+                        config_dir_base=str(tmp),
+                    )
+                    base, ours = await _pair(shell, sandbox, str(workspace), real, cfg)
+                    rows.extend(_rows(label, base, ours))
+
+                await measure("LocalSandbox", LocalSandbox(base_env=env))
 
                 async with (
                     running_daemon(workspace, env=env) as daemon,
                     daemon.client() as client,
                 ):
-                    dsandbox = DaemonSandbox(client)
-                    dshell = GitHubShell(
-                        org="acme",
-                        provider=provider,
-                        proxy=pc,
-                        session=session,
-                        sandbox=dsandbox,
-                        workspace=str(workspace),
-                        config_dir_base=str(tmp),
-                    )
-                    base, ours = await _pair(dshell, dsandbox, str(workspace), real, cfg)
-                    rows += _rows("airlockd exec", base, ours)
+                    await measure("airlockd exec", DaemonSandbox(client))
 
                 rule = LeaseRule(
                     host="api.github.com",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -35,6 +34,7 @@ from airlock.daemon.protocol import (
 )
 
 from . import tracing
+from ._closing import AsyncClosing
 from ._methods import AsyncToolMethods
 from .errors import (
     AmbiguousMatch,
@@ -132,7 +132,7 @@ def call_timeout(
     return float(own) + margin_s
 
 
-class DaemonClient(AsyncToolMethods, TransferMethods):
+class DaemonClient(AsyncClosing, AsyncToolMethods, TransferMethods):
     """Async client over a Unix socket (``socket=``) or TCP (``url=``).
 
     File transfer (``upload``, ``download``, ``upload_tree``, ``download_tree``) and
@@ -176,17 +176,6 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
     def endpoint(self) -> str:
         """Where this client talks to: ``unix:PATH`` or the base URL."""
         return f"unix:{self._socket}" if self._socket is not None else self._base
-
-    async def __aenter__(self) -> DaemonClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -22,8 +22,8 @@ from mcp.client.stdio import stdio_client
 
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
+from tests.fakes.github_proxy import GITHUB_HOSTS, proxy_for
 from tests.fakes.net import free_port, wait_port
-from tests.fakes.proxy_harness import running_proxy
 from tests.fakes.wait import wait_until
 
 # The SDK renamed the streamable HTTP client; use whichever this 1.x version has.
@@ -238,14 +238,9 @@ async def test_github_shell_is_served_with_a_proxy_and_credentials(
     key = tmp_path / "app.pem"
     key.write_text(fake_github.app_private_key_pem)
     ws = _workspace(tmp_path)
-    async with running_proxy(
-        tmp_path / "proxy",
-        allow=["api.github.com", "github.com"],
-        resolve=fake_github.resolve,
-        upstream_ca=fake_github.ca_path,
-    ) as proxy:
+    async with proxy_for(fake_github, tmp_path / "proxy") as proxy:
         async with proxy.client() as pc:
-            session = await pc.create_session(allow=["api.github.com", "github.com"])
+            session = await pc.create_session(allow=list(GITHUB_HOSTS))
         sandbox_env = proxy.client_env(session, HOME=str(tmp_path))
         async with running_daemon(ws, env=sandbox_env) as daemon:
             flags = [
