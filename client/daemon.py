@@ -224,10 +224,14 @@ class DaemonClient(AsyncClosing, AsyncToolMethods, TransferMethods):
                 "it may be stopped or overloaded (raise the timeout for long calls)"
             ) from exc
         except aiohttp.ClientError as exc:
-            raise DaemonUnavailable(
-                f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
-                "check that it runs and that the socket/URL is right"
-            ) from exc
+            raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: aiohttp.ClientError) -> DaemonUnavailable:
+        """The error for a daemon that cannot be reached, naming where and what to check."""
+        return DaemonUnavailable(
+            f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
+            "check that it runs and that the socket/URL is right"
+        )
 
     # ------------------------------------------------------------ service routes
 
@@ -328,10 +332,7 @@ class DaemonClient(AsyncClosing, AsyncToolMethods, TransferMethods):
                 f"airlockd at {self.endpoint} did not finish the exec stream within {limit:g}s"
             ) from exc
         except aiohttp.ClientError as exc:
-            raise DaemonUnavailable(
-                f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
-                "check that it runs and that the socket/URL is right"
-            ) from exc
+            raise self._unreachable(exc) from exc
 
     async def _tool(self, name: str, req: Any, kw: dict[str, Any]) -> Any:
         spec = TOOLS_BY_NAME[name]

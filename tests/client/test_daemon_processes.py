@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from airlock.client.daemon import DaemonClient, NotFound
 from airlock.daemon.protocol import (
@@ -15,24 +13,14 @@ from airlock.daemon.protocol import (
     ExecStartedEvent,
     ProcessReadOutput,
 )
-from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.daemon_fixtures import shared_daemon
+from tests.fakes.daemon_harness import RunningDaemon
 from tests.fakes.programs import run_airlock
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningDaemon]:
-    workspace = tmp_path_factory.mktemp("client-procs") / "ws"
-    workspace.mkdir()
-    async with running_daemon(workspace) as d:
-        yield d
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(daemon: RunningDaemon) -> AsyncIterator[DaemonClient]:
-    async with daemon.client() as c:
-        yield c
+daemon, client = shared_daemon("client-procs")
 
 
 async def test_exec_stream_yields_typed_events(client: DaemonClient) -> None:

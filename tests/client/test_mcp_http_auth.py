@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -23,6 +21,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from airlock.client.mcp.transports import bearer_ok, check_bind, is_loopback
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.net import free_port, wait_port
+from tests.fakes.procs import stop_process
 from tests.fakes.toolchains import npm_modules
 
 TOKEN = "mcp-" + "7" * 40
@@ -60,13 +59,7 @@ async def mcp_http(daemon: RunningDaemon, tmp_path: Path) -> AsyncIterator[tuple
         await wait_port(port, proc)
         yield f"http://127.0.0.1:{port}/mcp", errors
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process(proc, timeout=10, group=True)
 
 
 async def _session_works(url: str, headers: dict[str, str]) -> str:

@@ -24,6 +24,7 @@ from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
 from tests.fakes.github_proxy import GITHUB_HOSTS, proxy_for
 from tests.fakes.net import free_port, wait_port
+from tests.fakes.procs import stop_process
 from tests.fakes.wait import wait_until
 
 # The SDK renamed the streamable HTTP client; use whichever this 1.x version has.
@@ -75,26 +76,9 @@ async def http_session(daemon: RunningDaemon) -> AsyncIterator[ClientSession]:
             await session.initialize()
             yield session
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process(proc, timeout=10, group=True)
         assert proc.stderr is not None
         proc.stderr.close()
-
-
-def _walk(node: Any) -> list[Any]:
-    found = [node]
-    if isinstance(node, dict):
-        for value in node.values():
-            found.extend(_walk(value))
-    elif isinstance(node, list):
-        for value in node:
-            found.extend(_walk(value))
-    return found
 
 
 def _json(result: types.CallToolResult) -> Any:

@@ -26,6 +26,7 @@ import pytest
 from airlock.proxy import ca as proxy_ca
 from airlock.proxy.config import DEFAULT_INTERCEPT
 from tests.deploy.manifests import load_docs
+from tests.deploy.skips import need_pod_user
 from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
@@ -65,11 +66,7 @@ class Pod:
 
 @pytest.fixture
 def pod(shared_repo: Path) -> Iterator[Pod]:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip(
-            "needs root and setpriv (util-linux) to act as the pod's non-root user: the "
-            "proxy pod checks did not run; it is NOT a pass"
-        )
+    need_pod_user("proxy pod")
     docs = load_docs(REPO / "deploy" / "k8s" / "proxy.yaml")
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     spec = deployment["spec"]["template"]["spec"]

@@ -26,6 +26,7 @@ import aiohttp
 import pytest
 
 from tests.deploy.manifests import load_docs
+from tests.deploy.skips import need_pod_user
 from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
@@ -79,11 +80,7 @@ class SandboxPod:
 
 @pytest.fixture
 def sandbox_pod(shared_repo: Path) -> Iterator[SandboxPod]:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip(
-            "needs root and setpriv (util-linux) to act as the pod's non-root user: the "
-            "sandbox pod checks did not run; it is NOT a pass"
-        )
+    need_pod_user("sandbox pod")
     docs = load_docs(REPO / "deploy" / "k8s" / "sandbox.yaml")
     template = next(d for d in docs if d["kind"] == "PodTemplate")["template"]
     spec = template["spec"]

@@ -1,0 +1,26 @@
+"""Copy chosen files of the checkout into another directory, as a clone would have them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def copy_files(files: Iterable[Path], root: Path, dest: Path) -> Path:
+    """Copy each of ``files`` (paths under ``root``) to the same place under ``dest``.
+
+    Symbolic links stay links (a clone has them as links); files that are gone
+    from the working tree (deleted, not yet committed) are passed over.
+    """
+    for src in files:
+        if not (src.exists() or src.is_symlink()):
+            continue
+        target = dest / src.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            target.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, target)
+    return dest
