@@ -58,21 +58,10 @@ async def test_create_commit_on_branch_writes_a_verified_commit(fake_github: Fak
     head = data["data"]["repository"]["ref"]["target"]["oid"]
     assert data["data"]["repository"]["defaultBranchRef"]["name"] == "main"
     assert head == await fake_github.head_sha(REPO, "main")
-    status, _ = await _api(
-        fake_github,
-        "POST",
-        f"/repos/{REPO}/git/refs",
-        token,
-        {"ref": "refs/heads/feat", "sha": head},
-    )
+    new_ref = {"ref": "refs/heads/feat", "sha": head}
+    status, _ = await _api(fake_github, "POST", f"/repos/{REPO}/git/refs", token, new_ref)
     assert status == 201
-    status, again = await _api(
-        fake_github,
-        "POST",
-        f"/repos/{REPO}/git/refs",
-        token,
-        {"ref": "refs/heads/feat", "sha": head},
-    )
+    status, again = await _api(fake_github, "POST", f"/repos/{REPO}/git/refs", token, new_ref)
     assert status == 422 and "already exists" in again["message"]
     inp = {
         "branch": {"repositoryNameWithOwner": REPO, "branchName": "feat"},

@@ -30,7 +30,7 @@ from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
-from tests.fakes.github_proxy import GITHUB_HOSTS, app_provider, proxy_for
+from tests.fakes.github_proxy import GITHUB_HOSTS, app_provider, proxy_for, shell_call
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until
 
@@ -63,13 +63,7 @@ class Env:
     sandbox_env: dict[str, str]
 
     def call(self, command: str, **over: Any) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "command": command,
-            "permissions": [PERM],
-            "description": "test command",
-        }
-        data.update(over)
-        return data
+        return shell_call(command, "test command", **over)
 
     def real_tokens(self) -> list[str]:
         return [m.token for m in self.gh.mints]

@@ -12,16 +12,15 @@ import pytest
 from airlock.client.github.shell import GitHubShell
 from airlock.client.sandboxes import LocalSandbox
 from tests.fakes.github import FakeGitHub
-from tests.fakes.github_proxy import app_provider, proxy_for
+from tests.fakes.github_proxy import app_provider, proxy_for, shell_call
 
 pytestmark = pytest.mark.skipif(shutil.which("gh") is None, reason="gh is not installed")
 
 GHE = "ghe.airlock.test"
-PERM = {"provider": "github", "repositories": ["acme/widgets"], "access": "write"}
 
 
 def _call(command: str, **over: str) -> dict[str, object]:
-    return {"command": command, "permissions": [PERM], "description": "ghe test", **over}
+    return shell_call(command, "ghe test", **over)
 
 
 async def test_enterprise_host_end_to_end(tmp_path: Path) -> None:

@@ -22,6 +22,12 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.proxy_harness import ProxyProcess, running_proxy
 
 GITHUB_HOSTS = ("api.github.com", "github.com")
+WIDGETS_WRITE = {"provider": "github", "repositories": ["acme/widgets"], "access": "write"}
+
+
+def shell_call(command: str, description: str, /, **over: Any) -> dict[str, Any]:
+    """A ``github_shell`` input asking for write access to acme/widgets; ``over`` replaces fields."""
+    return {"command": command, "permissions": [WIDGETS_WRITE], "description": description, **over}
 
 
 def proxy_for(
