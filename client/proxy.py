@@ -33,6 +33,7 @@ from airlock.proxy.protocol import (
 
 from . import tracing
 from ._closing import AsyncClosing
+from ._shielded import finish_shielded
 from .errors import ClientError
 
 __all__ = ["ProxyClient", "ProxyError", "ProxyUnavailable"]
@@ -239,9 +240,4 @@ class ProxyClient(AsyncClosing):
                     await asyncio.wait({put}, timeout=self._timeout.total)
             # Shielded: a cancelled caller must not leave a live credential behind.
             delete = asyncio.ensure_future(self.delete_lease(session_id, lid))
-            try:
-                await asyncio.shield(delete)
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProxyError):
-                    await delete
-                raise
+            await finish_shielded(delete, ProxyError)

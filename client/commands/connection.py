@@ -18,6 +18,8 @@ from ..daemon import DaemonClient
 
 DEFAULT_SOCKET_ENV = envvars.DAEMON_SOCKET
 TOKEN_ENV = envvars.DAEMON_TOKEN
+# Where ``airlock session/lease`` and ``airlock gh`` find airlock-proxy's control API.
+DEFAULT_PROXY_CONTROL = "unix:.airlock/proxy.sock"
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
