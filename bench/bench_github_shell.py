@@ -26,8 +26,7 @@ from airlock.client.sandboxes import DaemonSandbox, LocalSandbox, Sandbox
 from airlock.proxy.protocol import LeaseRule, Replacement
 from bench.report import percentile, table
 from tests.fakes.daemon_harness import running_daemon
-from tests.fakes.github import FakeGitHub
-from tests.fakes.github_proxy import GITHUB_HOSTS, app_provider, proxy_for
+from tests.fakes.github_proxy import app_provider, github_behind_proxy
 
 ROUNDS = 60
 WARMUP = 3
@@ -79,75 +78,68 @@ async def run() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="al-bgh-"))
     rows: list[tuple[object, ...]] = []
     try:
-        async with FakeGitHub(tmp / "github", org="acme") as gh:
-            await gh.create_repo("acme/widgets")
-            async with proxy_for(gh, tmp / "proxy") as proxy:
-                pc = proxy.client()
-                session = await pc.create_session(allow=list(GITHUB_HOSTS))
-                workspace = tmp / "ws"
-                workspace.mkdir()
-                (tmp / "home").mkdir()
-                env = proxy.client_env(session, HOME=str(tmp / "home"))
-                provider = app_provider(gh)
-                real = (await provider.get_token(["acme/widgets"])).token
-                cfg = str(tmp / "direct-gh-config")
+        async with github_behind_proxy(tmp, repos={"acme/widgets": None}) as rig:
+            gh, pc, session, env = rig.gh, rig.pc, rig.session, rig.env()
+            workspace = tmp / "ws"
+            workspace.mkdir()
+            provider = app_provider(gh)
+            real = (await provider.get_token(["acme/widgets"])).token
+            cfg = str(tmp / "direct-gh-config")
 
-                async def measure(label: str, sandbox: Sandbox) -> None:
-                    shell = GitHubShell(
-                        org="acme",
-                        provider=provider,
-                        proxy=pc,
-                        session=session,
-                        sandbox=sandbox,
-                        workspace=str(workspace),
-                        config_dir_base=str(tmp),
-                    )
-                    base, ours = await _pair(shell, sandbox, str(workspace), real, cfg)
-                    rows.extend(_rows(label, base, ours))
-
-                await measure("LocalSandbox", LocalSandbox(base_env=env))
-
-                async with (
-                    running_daemon(workspace, env=env) as daemon,
-                    daemon.client() as client,
-                ):
-                    await measure("airlockd exec", DaemonSandbox(client))
-
-                rule = LeaseRule(
-                    host="api.github.com",
-                    placeholder="airlock-gh-bench-placeholder",
-                    schemes=["token", "bearer"],
-                    replace=Replacement(scheme="bearer", token=real),
+            async def measure(label: str, sandbox: Sandbox) -> None:
+                shell = GitHubShell(
+                    org="acme",
+                    provider=provider,
+                    proxy=pc,
+                    session=session,
+                    sandbox=sandbox,
+                    workspace=str(workspace),
+                    config_dir_base=str(tmp),
                 )
-                lease_ms = []
-                for i in range(ROUNDS * 5):
-                    lease_ms.append(
-                        await _time(lambda i=i: _lease_cycle(pc, session.session_id, i, rule))
-                    )
-                cache_ms = [
-                    await _time(lambda: provider.get_token(["acme/widgets"]))
-                    for _ in range(ROUNDS * 5)
-                ]
-                rows.append(
-                    (
-                        "lease put+delete alone",
-                        percentile(lease_ms, 50),
-                        percentile(lease_ms, 99),
-                        "",
-                        "",
-                    )
+                base, ours = await _pair(shell, sandbox, str(workspace), real, cfg)
+                rows.extend(_rows(label, base, ours))
+
+            await measure("LocalSandbox", LocalSandbox(base_env=env))
+
+            async with (
+                running_daemon(workspace, env=env) as daemon,
+                daemon.client() as client,
+            ):
+                await measure("airlockd exec", DaemonSandbox(client))
+
+            rule = LeaseRule(
+                host="api.github.com",
+                placeholder="airlock-gh-bench-placeholder",
+                schemes=["token", "bearer"],
+                replace=Replacement(scheme="bearer", token=real),
+            )
+            lease_ms = []
+            for i in range(ROUNDS * 5):
+                lease_ms.append(
+                    await _time(lambda i=i: _lease_cycle(pc, session.session_id, i, rule))
                 )
-                rows.append(
-                    (
-                        "provider cache hit",
-                        percentile(cache_ms, 50),
-                        percentile(cache_ms, 99),
-                        "",
-                        "",
-                    )
+            cache_ms = [
+                await _time(lambda: provider.get_token(["acme/widgets"])) for _ in range(ROUNDS * 5)
+            ]
+            rows.append(
+                (
+                    "lease put+delete alone",
+                    percentile(lease_ms, 50),
+                    percentile(lease_ms, 99),
+                    "",
+                    "",
                 )
-                mints = len(gh.mints)
-                await pc.aclose()
+            )
+            rows.append(
+                (
+                    "provider cache hit",
+                    percentile(cache_ms, 50),
+                    percentile(cache_ms, 99),
+                    "",
+                    "",
+                )
+            )
+            mints = len(gh.mints)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"gh api through airlock-proxy to the local GitHub; {ROUNDS} interleaved rounds each")

@@ -132,9 +132,18 @@ async def _interleaved(
     return per_round, p50s_by_round
 
 
-def _median_rows(per_round: PerRound, labels: dict[str, str]) -> list[list[object]]:
-    """One row per path: its label, and the medians over rounds of its p50 and p99."""
-    return [
+def _report(
+    title: str,
+    column: str,
+    per_round: PerRound,
+    labels: dict[str, str],
+    what: str,
+    added: list[float],
+    target_ms: float,
+) -> None:
+    """A table with one row per path (the medians over rounds of its p50 and p99),
+    then the median of ``added`` against its target."""
+    rows = [
         [
             label,
             statistics.median(p for p, _ in per_round[name]),
@@ -142,6 +151,11 @@ def _median_rows(per_round: PerRound, labels: dict[str, str]) -> list[list[objec
         ]
         for name, label in labels.items()
     ]
+    print(title)
+    print(table([column, "p50 ms", "p99 ms"], rows))
+    extra = statistics.median(added)
+    verdict = "ok" if extra < target_ms else "over target"
+    print(f"added p50 by {what}: {extra:.3f} ms (target < {target_ms} ms: {verdict})")
 
 
 async def run(rounds: int, calls: int) -> None:
@@ -203,7 +217,9 @@ async def run(rounds: int, calls: int) -> None:
             beyond = [p["mcp"] - p["daemon"] - p["sdk"] for p in by_round]
             echo.stdin.close()
             await echo.wait()
-    rows = _median_rows(
+    _report(
+        f"file_read 4 KiB, {rounds} rounds x {calls} sequential calls per path (ms)",
+        "path",
         per_round,
         {
             "daemon": "DaemonClient → airlockd",
@@ -211,13 +227,9 @@ async def run(rounds: int, calls: int) -> None:
             "hop": "floor: one stdio process hop (4 KiB echo)",
             "sdk": "floor: mcp SDK stdio server, do-nothing tool (4 KiB)",
         },
-    )
-    print(f"file_read 4 KiB, {rounds} rounds x {calls} sequential calls per path (ms)")
-    print(table(["path", "p50 ms", "p99 ms"], rows))
-    extra = statistics.median(added)
-    verdict = "ok" if extra < TARGET_ADDED_P50_MS else "over target"
-    print(
-        f"added p50 by airlock mcp: {extra:.3f} ms (target < {TARGET_ADDED_P50_MS} ms: {verdict})"
+        "airlock mcp",
+        added,
+        TARGET_ADDED_P50_MS,
     )
     print(f"added beyond the SDK floor: {statistics.median(beyond):.3f} ms")
 
@@ -324,7 +336,9 @@ async def run_http(rounds: int, calls: int) -> None:
             hop_added = [p["hop_with"] - p["hop_without"] for p in by_round]
             await direct_with.aclose()
             await direct_without.aclose()
-    rows = _median_rows(
+    _report(
+        f"\nfile_read 4 KiB over streamable HTTP, {rounds} rounds x {calls} calls (ms)",
+        "stack",
         per_round,
         {
             "with": "mcp client → airlock mcp (HTTP): bearer token + traceparent (shipped)",
@@ -332,14 +346,9 @@ async def run_http(rounds: int, calls: int) -> None:
             "hop_with": "DaemonClient → airlockd: fresh traceparent + access line (shipped)",
             "hop_without": "DaemonClient → airlockd: no trace middleware",
         },
-    )
-    print(f"\nfile_read 4 KiB over streamable HTTP, {rounds} rounds x {calls} calls (ms)")
-    print(table(["stack", "p50 ms", "p99 ms"], rows))
-    extra = statistics.median(added)
-    verdict = "ok" if extra < TARGET_AUTH_TRACE_P50_MS else "over target"
-    print(
-        f"added p50 by the bearer check + trace propagation: {extra:.3f} ms "
-        f"(target < {TARGET_AUTH_TRACE_P50_MS} ms: {verdict})"
+        "the bearer check + trace propagation",
+        added,
+        TARGET_AUTH_TRACE_P50_MS,
     )
     print(
         f"of which the daemon hop (traceparent, middleware, access line): "

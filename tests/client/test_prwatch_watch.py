@@ -148,33 +148,16 @@ async def test_watch_resumes_from_saved_state_without_repeating(gh: FakeGitHub) 
     provider = StaticTokenProvider(gh.issue_token([REPO]))
     saved: list[WatchState] = []
 
-    first = [
-        w
-        async for w in watch(
-            REPO,
-            number,
-            provider=provider,
-            api_url=gh.api_url,
-            ssl_context=ssl_ctx(gh),
-            on_state=saved.append,
-            sleep=FakeSleep(),
-            max_polls=2,
-        )
-    ]
+    async def run(**options: Any) -> list[Wake]:
+        wakes = watch(
+            REPO, number, provider=provider, api_url=gh.api_url, ssl_context=ssl_ctx(gh),
+            sleep=FakeSleep(), **options,
+        )  # fmt: skip
+        return [w async for w in wakes]
+
+    first = await run(on_state=saved.append, max_polls=2)
     await push(gh, "feature", "after restart")
-    second = [
-        w
-        async for w in watch(
-            REPO,
-            number,
-            provider=provider,
-            api_url=gh.api_url,
-            ssl_context=ssl_ctx(gh),
-            state=saved[-1],
-            sleep=FakeSleep(),
-            max_polls=3,
-        )
-    ]
+    second = await run(state=saved[-1], max_polls=3)
     assert first == []
     assert [w.kinds for w in second] == [("head_moved",)]
 
