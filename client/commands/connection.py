@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import envvars
@@ -35,6 +36,20 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"bearer token (env {envvars.DAEMON_TOKEN_FILE}, a file, or {TOKEN_ENV})",
     )
+
+
+def daemon_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    func: Callable[[argparse.Namespace], Awaitable[int]],
+) -> argparse.ArgumentParser:
+    """A subcommand that talks to airlockd: its parser, with the connection flags and
+    ``func`` as its handler; the caller adds the command's own arguments."""
+    parser = sub.add_parser(name, help=help)
+    add_connection(parser)
+    parser.set_defaults(func=func)
+    return parser
 
 
 def connect(args: argparse.Namespace) -> DaemonClient:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..daemon import AirlockError
-from .connection import add_connection, connect, print_json
+from .connection import connect, daemon_command, print_json
 
 
 async def _tools(args: argparse.Namespace) -> int:
@@ -40,13 +40,9 @@ async def _call(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    tools = sub.add_parser("tools", help="list airlockd's tools")
-    add_connection(tools)
+    tools = daemon_command(sub, "tools", "list airlockd's tools", _tools)
     tools.add_argument("--json", action="store_true", help="print the full catalogue as JSON")
-    tools.set_defaults(func=_tools)
 
-    call = sub.add_parser("call", help="call one airlockd tool with a JSON input")
-    add_connection(call)
+    call = daemon_command(sub, "call", "call one airlockd tool with a JSON input", _call)
     call.add_argument("tool", help="tool name, e.g. file_read")
     call.add_argument("input", nargs="?", default="{}", help="JSON object, or - for stdin")
-    call.set_defaults(func=_call)

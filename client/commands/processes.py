@@ -17,7 +17,7 @@ from typing import TextIO
 from airlock.daemon.protocol import ExecExitEvent, ExecInput, ExecOutputEvent
 
 from ..daemon import AirlockError
-from .connection import add_connection, connect, print_json
+from .connection import connect, daemon_command, print_json
 
 TIMEOUT_EXIT = 124
 
@@ -136,28 +136,22 @@ async def _kill(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = sub.add_parser("exec", help="run a command in the sandbox, printing its output live")
-    add_connection(run)
+    run = daemon_command(
+        sub, "exec", "run a command in the sandbox, printing its output live", _exec
+    )
     run.add_argument("--cwd", default=".", help="working directory (default: the workspace)")
     run.add_argument("--timeout", type=int, default=3600, help="seconds before it is killed")
     run.add_argument("-e", "--env", action="append", default=[], help="NAME=VALUE, repeatable")
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
-    run.set_defaults(func=_exec)
 
-    ps = sub.add_parser("ps", help="list the sandbox's background processes")
-    add_connection(ps)
+    ps = daemon_command(sub, "ps", "list the sandbox's background processes", _ps)
     ps.add_argument("--json", action="store_true", help="print the listing as JSON")
-    ps.set_defaults(func=_ps)
 
-    logs = sub.add_parser("logs", help="print a background process's output")
-    add_connection(logs)
+    logs = daemon_command(sub, "logs", "print a background process's output", _logs)
     logs.add_argument("id", help="process id from airlock ps, e.g. p1")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it exits")
     logs.add_argument("--offset", type=int, default=0, help="start at this output offset")
-    logs.set_defaults(func=_logs)
 
-    kill = sub.add_parser("kill", help="stop a background process and everything it started")
-    add_connection(kill)
+    kill = daemon_command(sub, "kill", "stop a background process and everything it started", _kill)
     kill.add_argument("id", help="process id from airlock ps, e.g. p1")
     kill.add_argument("--signal", choices=["TERM", "INT", "KILL"], default="TERM")
-    kill.set_defaults(func=_kill)
