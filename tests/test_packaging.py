@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.tree_copy import copy_files
+from tests.fakes.trees import copy_files
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.tree_copy import copy_files
+from tests.fakes.trees import copy_files
 
 REPO = Path(__file__).resolve().parents[1]
 # Spelled in pieces so this file does not match itself.

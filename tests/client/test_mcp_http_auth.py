@@ -23,6 +23,7 @@ from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.net import free_port, wait_port
 from tests.fakes.procs import stop_process
 from tests.fakes.toolchains import npm_modules
+from tests.fakes.trees import write_tree
 
 TOKEN = "mcp-" + "7" * 40
 INIT = {
@@ -94,10 +95,7 @@ def _leaves(error: BaseException) -> list[BaseException]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.txt").write_text("alpha\n")
-    return ws
+    return write_tree(tmp_path / "ws", {"notes.txt": "alpha\n"})
 
 
 async def test_bearer_token_official_python_client(workspace: Path, tmp_path: Path) -> None:

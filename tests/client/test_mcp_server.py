@@ -25,6 +25,7 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.github_proxy import GITHUB_HOSTS, proxy_for
 from tests.fakes.net import free_port, wait_port
 from tests.fakes.procs import stop_process
+from tests.fakes.trees import write_tree
 from tests.fakes.wait import wait_until
 
 # The SDK renamed the streamable HTTP client; use whichever this 1.x version has.
@@ -149,11 +150,7 @@ async def _granted_paths_refused(session: ClientSession, workspace: Path) -> Non
 
 
 def _workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.txt").write_text("alpha\nbeta\n")
-    (ws / "pixel.png").write_bytes(PNG)
-    return ws
+    return write_tree(tmp_path / "ws", {"notes.txt": "alpha\nbeta\n", "pixel.png": PNG})
 
 
 async def test_mcp_over_stdio(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class NamespacesUnavailable(RuntimeError):
@@ -65,29 +65,22 @@ class Link:
     host_b: int
 
 
-@dataclass
 class Topology:
-    """Three namespaces (named after ``tag``) on four /30 links of ``10.231.OCTET.0/24``."""
+    """Three namespaces (named after ``tag``) on four /30 links of ``10.231.OCTET.0/24``.
 
-    tag: str
-    octet: int
-    sandbox_ns: str = field(init=False)
-    proxy_ns: str = field(init=False)
-    internet_ns: str = field(init=False)
-    # The proxy namespace's address on the sandbox link: where sandboxes send egress.
-    proxy_addr: str = field(init=False)
-    sandbox_addr: str = field(init=False)
-    proxy_egress_addr: str = field(init=False)
-    # The internet namespace's address as the proxies see it (their --resolve target).
-    internet_addr: str = field(init=False)
-    # The proxy namespace's address on the root link (readiness checks, Redis).
-    proxy_admin_addr: str = field(init=False)
-    # The internet namespace's address as the orchestrator (root namespace) sees it.
-    internet_public_addr: str = field(init=False)
+    ``proxy_addr``: the proxy namespace's address on the sandbox link, where
+    sandboxes send egress. ``internet_addr``: the internet namespace's address
+    as the proxies see it (their --resolve target). ``proxy_admin_addr``: the
+    proxy namespace's address on the root link (readiness checks, Redis).
+    ``internet_public_addr``: the internet namespace's address as the
+    orchestrator (root namespace) sees it.
+    """
 
-    def __post_init__(self) -> None:
+    def __init__(self, tag: str, octet: int) -> None:
+        self.tag = tag
+        self.octet = octet
         self.sandbox_ns, self.proxy_ns, self.internet_ns = (
-            f"{self.tag}-{kind}" for kind in ("sbx", "prx", "net")
+            f"{tag}-{kind}" for kind in ("sbx", "prx", "net")
         )
         (
             self.proxy_addr,

@@ -1,10 +1,10 @@
-"""Copy chosen files of the checkout into another directory, as a clone would have them."""
+"""Directory trees for tests: a fresh workspace with given files, or a copy of the checkout."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
@@ -24,3 +24,16 @@ def copy_files(files: Iterable[Path], root: Path, dest: Path) -> Path:
         else:
             shutil.copy2(src, target)
     return dest
+
+
+def write_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Create ``root`` holding ``files`` (relative path -> text or bytes); returns ``root``."""
+    root.mkdir(parents=True)
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root
