@@ -26,9 +26,8 @@ def copy_files(files: Iterable[Path], root: Path, dest: Path) -> Path:
     return dest
 
 
-def write_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
-    """Create ``root`` holding ``files`` (relative path -> text or bytes); returns ``root``."""
-    root.mkdir(parents=True)
+def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:
+    """Write ``files`` (relative path -> text or bytes) under ``root``, making directories."""
     for rel, content in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,4 +35,10 @@ def write_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
             path.write_bytes(content)
         else:
             path.write_text(content)
+
+
+def write_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Create ``root`` holding ``files``; returns ``root`` (a fresh workspace, say)."""
+    root.mkdir(parents=True)
+    write_files(root, files)
     return root
