@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import default_path
 from bench.report import table
 from tests.fakes.daemon_harness import running_daemon
 
@@ -62,21 +63,7 @@ AGENTS_RUNNER = textwrap.dedent(
 
 def make_source() -> list[str]:
     """Python-like code: repetitive lines (returns, blanks) so matching has real work."""
-    lines: list[str] = []
-    i = 0
-    while len(lines) < LINES:
-        lines += [
-            f"def handler_{i}(request, context):",
-            '    """Handle one request."""',
-            "    value = request.get('value')",
-            "    if value is None:",
-            "        return None",
-            f"    result = compute(value, {i})",
-            "    return result",
-            "",
-        ]
-        i += 1
-    return lines[:LINES]
+    return default_path.source(LINES, callee="compute")
 
 
 def make_edit(lines: list[str]) -> tuple[list[str], str, str]:

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from airlock.daemon.protocol import FilePatchInput, FileWriteInput
 from airlock.daemon.workspace import Workspace
 from bench import report
 from bench.report import percentile, table
+from tests.fakes.toolchains import npm_modules
 
 TYPESCRIPT_VERSION = "5.9.3"
 MODES = ("off", "syntax", "types", "types, cold")
@@ -69,33 +69,17 @@ def typescript_edit(k: int) -> tuple[str, str]:
 
 
 def ensure_typescript() -> Path | None:
-    """The tests' cached typescript@5.9.3 (installed with npm on first use), or None."""
+    """typescript@5.9.3 from the tests' toolchain cache (installed with npm on first use), or None."""
     pinned = os.environ.get(TYPESCRIPT_ENV)
     if pinned:
         return Path(pinned)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    prefix = cache / "airlock-tests" / f"typescript-{TYPESCRIPT_VERSION}"
-    package = prefix / "node_modules" / "typescript"
-    if not (package / "lib" / "typescript.js").is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            return None
-        prefix.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                str(prefix),
-                f"typescript@{TYPESCRIPT_VERSION}",
-            ],
-            capture_output=True,
-            timeout=300,
-            check=False,
-        )
-    return package if (package / "lib" / "typescript.js").is_file() else None
+    modules, _ = npm_modules(
+        f"typescript-{TYPESCRIPT_VERSION}", [f"typescript@{TYPESCRIPT_VERSION}"]
+    )
+    package = None if modules is None else modules / "node_modules" / "typescript"
+    return (
+        package if package is not None and (package / "lib" / "typescript.js").is_file() else None
+    )
 
 
 async def measure(

@@ -22,13 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from airlock.client.github.shell import GitHubShell
-from airlock.client.providers import GitHubAppProvider
 from airlock.client.sandboxes import DaemonSandbox, LocalSandbox, Sandbox
 from airlock.proxy.protocol import LeaseRule, Replacement
 from bench.report import percentile, table
 from tests.fakes.daemon_harness import running_daemon
-from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import running_proxy
+from tests.fakes.github_proxy import app_provider, github_behind_proxy
 
 ROUNDS = 60
 WARMUP = 3
@@ -80,95 +78,68 @@ async def run() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="al-bgh-"))
     rows: list[tuple[object, ...]] = []
     try:
-        async with FakeGitHub(tmp / "github", org="acme") as gh:
-            await gh.create_repo("acme/widgets")
-            async with running_proxy(
-                tmp / "proxy",
-                allow=["api.github.com", "github.com"],
-                resolve=gh.resolve,
-                upstream_ca=gh.ca_path,
-            ) as proxy:
-                pc = proxy.client()
-                session = await pc.create_session(allow=["api.github.com", "github.com"])
-                workspace = tmp / "ws"
-                workspace.mkdir()
-                (tmp / "home").mkdir()
-                env = proxy.client_env(session, HOME=str(tmp / "home"))
-                provider = GitHubAppProvider(
-                    gh.app_id,
-                    gh.app_private_key_pem,
-                    org="acme",
-                    api_url=gh.api_url,
-                    ssl_context=gh.ca.client_context(),
-                )
-                real = (await provider.get_token(["acme/widgets"])).token
-                cfg = str(tmp / "direct-gh-config")
+        async with github_behind_proxy(tmp, repos={"acme/widgets": None}) as rig:
+            gh, pc, session, env = rig.gh, rig.pc, rig.session, rig.env()
+            workspace = tmp / "ws"
+            workspace.mkdir()
+            provider = app_provider(gh)
+            real = (await provider.get_token(["acme/widgets"])).token
+            cfg = str(tmp / "direct-gh-config")
 
-                local = LocalSandbox(base_env=env)
+            async def measure(label: str, sandbox: Sandbox) -> None:
                 shell = GitHubShell(
                     org="acme",
                     provider=provider,
                     proxy=pc,
                     session=session,
-                    sandbox=local,
+                    sandbox=sandbox,
                     workspace=str(workspace),
                     config_dir_base=str(tmp),
                 )
-                base, ours = await _pair(shell, local, str(workspace), real, cfg)
-                rows += _rows("LocalSandbox", base, ours)
+                base, ours = await _pair(shell, sandbox, str(workspace), real, cfg)
+                rows.extend(_rows(label, base, ours))
 
-                async with (
-                    running_daemon(workspace, env=env) as daemon,
-                    daemon.client() as client,
-                ):
-                    dsandbox = DaemonSandbox(client)
-                    dshell = GitHubShell(
-                        org="acme",
-                        provider=provider,
-                        proxy=pc,
-                        session=session,
-                        sandbox=dsandbox,
-                        workspace=str(workspace),
-                        config_dir_base=str(tmp),
-                    )
-                    base, ours = await _pair(dshell, dsandbox, str(workspace), real, cfg)
-                    rows += _rows("airlockd exec", base, ours)
+            await measure("LocalSandbox", LocalSandbox(base_env=env))
 
-                rule = LeaseRule(
-                    host="api.github.com",
-                    placeholder="airlock-gh-bench-placeholder",
-                    schemes=["token", "bearer"],
-                    replace=Replacement(scheme="bearer", token=real),
+            async with (
+                running_daemon(workspace, env=env) as daemon,
+                daemon.client() as client,
+            ):
+                await measure("airlockd exec", DaemonSandbox(client))
+
+            rule = LeaseRule(
+                host="api.github.com",
+                placeholder="airlock-gh-bench-placeholder",
+                schemes=["token", "bearer"],
+                replace=Replacement(scheme="bearer", token=real),
+            )
+            lease_ms = []
+            for i in range(ROUNDS * 5):
+                lease_ms.append(
+                    await _time(lambda i=i: _lease_cycle(pc, session.session_id, i, rule))
                 )
-                lease_ms = []
-                for i in range(ROUNDS * 5):
-                    lease_ms.append(
-                        await _time(lambda i=i: _lease_cycle(pc, session.session_id, i, rule))
-                    )
-                cache_ms = [
-                    await _time(lambda: provider.get_token(["acme/widgets"]))
-                    for _ in range(ROUNDS * 5)
-                ]
-                rows.append(
-                    (
-                        "lease put+delete alone",
-                        percentile(lease_ms, 50),
-                        percentile(lease_ms, 99),
-                        "",
-                        "",
-                    )
+            cache_ms = [
+                await _time(lambda: provider.get_token(["acme/widgets"])) for _ in range(ROUNDS * 5)
+            ]
+            rows.append(
+                (
+                    "lease put+delete alone",
+                    percentile(lease_ms, 50),
+                    percentile(lease_ms, 99),
+                    "",
+                    "",
                 )
-                rows.append(
-                    (
-                        "provider cache hit",
-                        percentile(cache_ms, 50),
-                        percentile(cache_ms, 99),
-                        "",
-                        "",
-                    )
+            )
+            rows.append(
+                (
+                    "provider cache hit",
+                    percentile(cache_ms, 50),
+                    percentile(cache_ms, 99),
+                    "",
+                    "",
                 )
-                mints = len(gh.mints)
-                await pc.aclose()
+            )
+            mints = len(gh.mints)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"gh api through airlock-proxy to the local GitHub; {ROUNDS} interleaved rounds each")

@@ -108,6 +108,56 @@ async def _timed(call: Callable[[], Awaitable[object]], n: int) -> list[float]:
     return samples
 
 
+Call = Callable[[], Awaitable[object]]
+PerRound = dict[str, list[tuple[float, float]]]
+
+
+async def _interleaved(
+    paths: dict[str, Call], rounds: int, calls: int
+) -> tuple[PerRound, list[dict[str, float]]]:
+    """Every path ``calls`` times a round, the order reversed every other round so drift
+    hits all alike: (per path, each round's (p50, p99)), (each round's p50 per path)."""
+    per_round: PerRound = {name: [] for name in paths}
+    p50s_by_round: list[dict[str, float]] = []
+    for r in range(rounds):
+        order = list(paths.items())
+        if r % 2:
+            order.reverse()
+        p50s = {}
+        for name, call in order:
+            samples = await _timed(call, calls)
+            per_round[name].append((percentile(samples, 50), percentile(samples, 99)))
+            p50s[name] = percentile(samples, 50)
+        p50s_by_round.append(p50s)
+    return per_round, p50s_by_round
+
+
+def _report(
+    title: str,
+    column: str,
+    per_round: PerRound,
+    labels: dict[str, str],
+    what: str,
+    added: list[float],
+    target_ms: float,
+) -> None:
+    """A table with one row per path (the medians over rounds of its p50 and p99),
+    then the median of ``added`` against its target."""
+    rows = [
+        [
+            label,
+            statistics.median(p for p, _ in per_round[name]),
+            statistics.median(p for _, p in per_round[name]),
+        ]
+        for name, label in labels.items()
+    ]
+    print(title)
+    print(table([column, "p50 ms", "p99 ms"], rows))
+    extra = statistics.median(added)
+    verdict = "ok" if extra < target_ms else "over target"
+    print(f"added p50 by {what}: {extra:.3f} ms (target < {target_ms} ms: {verdict})")
+
+
 async def run(rounds: int, calls: int) -> None:
     ws = Path(tempfile.mkdtemp(prefix="al-bm-"))
     (ws / "page.txt").write_text(("x" * 63 + "\n") * 64)  # 4 KiB
@@ -160,40 +210,26 @@ async def run(rounds: int, calls: int) -> None:
             await _timed(straight, 50)
             await _timed(hop, 50)
             await _timed(sdk_floor, 50)
-            per_round: dict[str, list[tuple[float, float]]] = {
-                "daemon": [], "mcp": [], "hop": [], "sdk": []
-            }  # fmt: skip
-            added: list[float] = []
-            beyond: list[float] = []
-            for r in range(rounds):
-                order = [("daemon", straight), ("mcp", via_mcp), ("hop", hop), ("sdk", sdk_floor)]
-                if r % 2:
-                    order.reverse()
-                p50s = {}
-                for name, call in order:
-                    samples = await _timed(call, calls)
-                    per_round[name].append((percentile(samples, 50), percentile(samples, 99)))
-                    p50s[name] = percentile(samples, 50)
-                added.append(p50s["mcp"] - p50s["daemon"])
-                beyond.append(p50s["mcp"] - p50s["daemon"] - p50s["sdk"])
+            per_round, by_round = await _interleaved(
+                {"daemon": straight, "mcp": via_mcp, "hop": hop, "sdk": sdk_floor}, rounds, calls
+            )
+            added = [p["mcp"] - p["daemon"] for p in by_round]
+            beyond = [p["mcp"] - p["daemon"] - p["sdk"] for p in by_round]
             echo.stdin.close()
             await echo.wait()
-    rows = []
-    for name, label in (
-        ("daemon", "DaemonClient → airlockd"),
-        ("mcp", "mcp client → airlock mcp (stdio) → airlockd"),
-        ("hop", "floor: one stdio process hop (4 KiB echo)"),
-        ("sdk", "floor: mcp SDK stdio server, do-nothing tool (4 KiB)"),
-    ):
-        p50 = statistics.median(p for p, _ in per_round[name])
-        p99 = statistics.median(p for _, p in per_round[name])
-        rows.append([label, p50, p99])
-    print(f"file_read 4 KiB, {rounds} rounds x {calls} sequential calls per path (ms)")
-    print(table(["path", "p50 ms", "p99 ms"], rows))
-    extra = statistics.median(added)
-    verdict = "ok" if extra < TARGET_ADDED_P50_MS else "over target"
-    print(
-        f"added p50 by airlock mcp: {extra:.3f} ms (target < {TARGET_ADDED_P50_MS} ms: {verdict})"
+    _report(
+        f"file_read 4 KiB, {rounds} rounds x {calls} sequential calls per path (ms)",
+        "path",
+        per_round,
+        {
+            "daemon": "DaemonClient → airlockd",
+            "mcp": "mcp client → airlock mcp (stdio) → airlockd",
+            "hop": "floor: one stdio process hop (4 KiB echo)",
+            "sdk": "floor: mcp SDK stdio server, do-nothing tool (4 KiB)",
+        },
+        "airlock mcp",
+        added,
+        TARGET_ADDED_P50_MS,
     )
     print(f"added beyond the SDK floor: {statistics.median(beyond):.3f} ms")
 
@@ -295,39 +331,24 @@ async def run_http(rounds: int, calls: int) -> None:
             }
             for call in paths.values():
                 await _timed(call, 50)
-            per_round: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
-            added: list[float] = []
-            hop_added: list[float] = []
-            for r in range(rounds):
-                order = list(paths.items())
-                if r % 2:
-                    order.reverse()
-                p50s = {}
-                for name, call in order:
-                    samples = await _timed(call, calls)
-                    per_round[name].append((percentile(samples, 50), percentile(samples, 99)))
-                    p50s[name] = percentile(samples, 50)
-                added.append(p50s["with"] - p50s["without"])
-                hop_added.append(p50s["hop_with"] - p50s["hop_without"])
+            per_round, by_round = await _interleaved(paths, rounds, calls)
+            added = [p["with"] - p["without"] for p in by_round]
+            hop_added = [p["hop_with"] - p["hop_without"] for p in by_round]
             await direct_with.aclose()
             await direct_without.aclose()
-    rows = []
-    for name, label in (
-        ("with", "mcp client → airlock mcp (HTTP): bearer token + traceparent (shipped)"),
-        ("without", "mcp client → airlock mcp (HTTP): no token, no trace middleware"),
-        ("hop_with", "DaemonClient → airlockd: fresh traceparent + access line (shipped)"),
-        ("hop_without", "DaemonClient → airlockd: no trace middleware"),
-    ):
-        p50 = statistics.median(p for p, _ in per_round[name])
-        p99 = statistics.median(p for _, p in per_round[name])
-        rows.append([label, p50, p99])
-    print(f"\nfile_read 4 KiB over streamable HTTP, {rounds} rounds x {calls} calls (ms)")
-    print(table(["stack", "p50 ms", "p99 ms"], rows))
-    extra = statistics.median(added)
-    verdict = "ok" if extra < TARGET_AUTH_TRACE_P50_MS else "over target"
-    print(
-        f"added p50 by the bearer check + trace propagation: {extra:.3f} ms "
-        f"(target < {TARGET_AUTH_TRACE_P50_MS} ms: {verdict})"
+    _report(
+        f"\nfile_read 4 KiB over streamable HTTP, {rounds} rounds x {calls} calls (ms)",
+        "stack",
+        per_round,
+        {
+            "with": "mcp client → airlock mcp (HTTP): bearer token + traceparent (shipped)",
+            "without": "mcp client → airlock mcp (HTTP): no token, no trace middleware",
+            "hop_with": "DaemonClient → airlockd: fresh traceparent + access line (shipped)",
+            "hop_without": "DaemonClient → airlockd: no trace middleware",
+        },
+        "the bearer check + trace propagation",
+        added,
+        TARGET_AUTH_TRACE_P50_MS,
     )
     print(
         f"of which the daemon hop (traceparent, middleware, access line): "

@@ -17,12 +17,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import aiohttp
 
-from bench import report
+from bench import report, sampling
 from tests.fakes.daemon_harness import running_daemon
 
 REQUESTS = 2000
@@ -31,7 +30,6 @@ REQUESTS = 2000
 async def one_level(socket: Path, clients: int) -> tuple[list[float], list[float], int]:
     per_client = max(2, REQUESTS // clients)
     reads: list[float] = []
-    health: list[float] = []
     errors = 0
     done = asyncio.Event()
 
@@ -40,34 +38,18 @@ async def one_level(socket: Path, clients: int) -> tuple[list[float], list[float
         connector = aiohttp.UnixConnector(path=str(socket), limit=1)
         async with aiohttp.ClientSession(connector=connector) as http:
             for _ in range(per_client):
-                started = time.perf_counter()
-                try:
-                    async with http.post(
-                        "http://airlockd/v1/tools/file_read", json={"path": "page.txt"}
-                    ) as resp:
-                        await resp.read()
-                        ok = resp.status == 200
-                except aiohttp.ClientError:
-                    ok = False
-                if ok:
-                    reads.append((time.perf_counter() - started) * 1000)
-                else:
+                ms = await sampling.timed_ok(
+                    http.post("http://airlockd/v1/tools/file_read", json={"path": "page.txt"})
+                )
+                if ms is None:
                     errors += 1
+                else:
+                    reads.append(ms)
 
-    async def poll_health() -> None:
-        connector = aiohttp.UnixConnector(path=str(socket), limit=1)
-        async with aiohttp.ClientSession(connector=connector) as http:
-            while not done.is_set():
-                started = time.perf_counter()
-                async with http.get("http://airlockd/v1/health") as resp:
-                    await resp.read()
-                health.append((time.perf_counter() - started) * 1000)
-                await asyncio.sleep(0.01)
-
-    poller = asyncio.create_task(poll_health())
+    poller = asyncio.create_task(sampling.health_samples(socket, done.is_set))
     await asyncio.gather(*(client() for _ in range(clients)))
     done.set()
-    await poller
+    health = await poller
     return reads, health, errors
 
 

@@ -41,7 +41,8 @@ LINES = 50_000
 CHUNKS = 500
 
 
-def source(lines: int = LINES) -> list[str]:
+def source(lines: int = LINES, callee: str = "compute_0") -> list[str]:
+    """Python-like code: repetitive lines (returns, blanks) so matching has real work."""
     out: list[str] = []
     i = 0
     while len(out) < lines:
@@ -51,7 +52,7 @@ def source(lines: int = LINES) -> list[str]:
             "    value = request.get('value')",
             "    if value is None:",
             "        return None",
-            f"    result = compute_0(value, {i})",
+            f"    result = {callee}(value, {i})",
             "    return result",
             "",
         ]

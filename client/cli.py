@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from . import cli_common
 
-COMMAND_MODULES = ("daemon", "proxy", "gh", "mcp")
+COMMAND_MODULES = ("daemon", "processes", "terminal", "files", "proxy", "gh", "mcp")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -35,6 +34,7 @@ from airlock.daemon.protocol import (
 )
 
 from . import tracing
+from ._closing import AsyncClosing
 from ._methods import AsyncToolMethods
 from .errors import (
     AmbiguousMatch,
@@ -132,7 +132,7 @@ def call_timeout(
     return float(own) + margin_s
 
 
-class DaemonClient(AsyncToolMethods, TransferMethods):
+class DaemonClient(AsyncClosing, AsyncToolMethods, TransferMethods):
     """Async client over a Unix socket (``socket=``) or TCP (``url=``).
 
     File transfer (``upload``, ``download``, ``upload_tree``, ``download_tree``) and
@@ -176,17 +176,6 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
     def endpoint(self) -> str:
         """Where this client talks to: ``unix:PATH`` or the base URL."""
         return f"unix:{self._socket}" if self._socket is not None else self._base
-
-    async def __aenter__(self) -> DaemonClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -235,10 +224,14 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
                 "it may be stopped or overloaded (raise the timeout for long calls)"
             ) from exc
         except aiohttp.ClientError as exc:
-            raise DaemonUnavailable(
-                f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
-                "check that it runs and that the socket/URL is right"
-            ) from exc
+            raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: aiohttp.ClientError) -> DaemonUnavailable:
+        """The error for a daemon that cannot be reached, naming where and what to check."""
+        return DaemonUnavailable(
+            f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
+            "check that it runs and that the socket/URL is right"
+        )
 
     # ------------------------------------------------------------ service routes
 
@@ -339,10 +332,7 @@ class DaemonClient(AsyncToolMethods, TransferMethods):
                 f"airlockd at {self.endpoint} did not finish the exec stream within {limit:g}s"
             ) from exc
         except aiohttp.ClientError as exc:
-            raise DaemonUnavailable(
-                f"airlockd at {self.endpoint} is unreachable ({type(exc).__name__}: {exc}); "
-                "check that it runs and that the socket/URL is right"
-            ) from exc
+            raise self._unreachable(exc) from exc
 
     async def _tool(self, name: str, req: Any, kw: dict[str, Any]) -> Any:
         spec = TOOLS_BY_NAME[name]

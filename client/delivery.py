@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -153,6 +154,50 @@ async def _install_lease(
     return lease_id
 
 
+async def _deliver(
+    session: SandboxSession,
+    token: str | IssuedToken,
+    delivery: Mode,
+    ttl_s: int,
+    service: str,
+    placeholder: str | None,
+    new_placeholder: Callable[[], str],
+    rules_for: Callable[[str, str], list[LeaseRule]],
+    write: Callable[[str], Awaitable[None]],
+) -> tuple[str, str | None]:
+    """Install the lease (firewall mode) and ``write`` what the sandbox sees.
+
+    Returns (the value written: a placeholder or the real token, the lease id).
+    A lease whose files could not be written is removed again, so a failure
+    leaves nothing behind.
+    """
+    real = _token_value(token)
+    lease_id: str | None = None
+    if delivery == "firewall":
+        value = placeholder or new_placeholder()
+        lease_id = await _install_lease(session, rules_for(real, value), ttl_s, service)
+    elif delivery == "command":
+        value = real
+    else:
+        raise ValueError(f"unknown delivery {delivery!r}")
+    try:
+        await write(value)
+    except BaseException:
+        if lease_id and session.proxy is not None and session.session_id:
+            await session.proxy.delete_lease(session.session_id, lease_id)
+        raise
+    return value, lease_id
+
+
+def _command_warning(delivery: Mode, service: str, where: str) -> str | None:
+    """The warning (also logged) that a real token now sits in the sandbox's files."""
+    if delivery != "command":
+        return None
+    warning = COMMAND_WARNING.format(service=service, where=where)
+    log.warning("%s", warning)
+    return warning
+
+
 async def authenticate_github(
     session: SandboxSession,
     token: str | IssuedToken,
@@ -164,33 +209,20 @@ async def authenticate_github(
     placeholder: str | None = None,
 ) -> Delivery:
     """Make ``gh`` and ``git`` in the sandbox authenticated for GitHub."""
-    real = _token_value(token)
-    lease_id: str | None = None
-    if delivery == "firewall":
-        value = placeholder or github_placeholder()
-        rules = github_rules(real, value, api_host=api_host, git_host=git_host)
-        lease_id = await _install_lease(session, rules, ttl_s, "github")
-    elif delivery == "command":
-        value = real
-    else:
-        raise ValueError(f"unknown delivery {delivery!r}")
-    try:
+
+    async def write(value: str) -> None:
         await _write(session, _ENV_SCRIPT, [session.env_file, "GH_TOKEN"], f"GH_TOKEN={value}\n")
         include = (
             f'[http "https://{git_host}/"]\n'
             f"\textraheader = AUTHORIZATION: basic {basic_credential(value)}\n"
         )
         await _write(session, _GIT_SCRIPT, [session.git_include], include)
-    except BaseException:
-        if lease_id and session.proxy is not None and session.session_id:
-            await session.proxy.delete_lease(session.session_id, lease_id)
-        raise
-    warning = None
-    if delivery == "command":
-        warning = COMMAND_WARNING.format(
-            service="GitHub", where=f"{session.env_file} and {session.git_include}"
-        )
-        log.warning("%s", warning)
+
+    value, lease_id = await _deliver(
+        session, token, delivery, ttl_s, "github", placeholder, github_placeholder,
+        lambda real, ph: github_rules(real, ph, api_host=api_host, git_host=git_host), write,
+    )  # fmt: skip
+    warning = _command_warning(delivery, "GitHub", f"{session.env_file} and {session.git_include}")
     return Delivery(
         service="github",
         mode=delivery,
@@ -215,28 +247,17 @@ async def authenticate_vercel(
     placeholder: str | None = None,
 ) -> Delivery:
     """Make the ``vercel`` CLI (``VERCEL_TOKEN``) in the sandbox authenticated."""
-    real = _token_value(token)
-    lease_id: str | None = None
-    if delivery == "firewall":
-        value = placeholder or vercel_placeholder()
-        rules = vercel_rules(real, value, hosts=hosts)
-        lease_id = await _install_lease(session, rules, ttl_s, "vercel")
-    elif delivery == "command":
-        value = real
-    else:
-        raise ValueError(f"unknown delivery {delivery!r}")
-    try:
+
+    async def write(value: str) -> None:
         await _write(
             session, _ENV_SCRIPT, [session.env_file, "VERCEL_TOKEN"], f"VERCEL_TOKEN={value}\n"
         )
-    except BaseException:
-        if lease_id and session.proxy is not None and session.session_id:
-            await session.proxy.delete_lease(session.session_id, lease_id)
-        raise
-    warning = None
-    if delivery == "command":
-        warning = COMMAND_WARNING.format(service="Vercel", where=session.env_file)
-        log.warning("%s", warning)
+
+    value, lease_id = await _deliver(
+        session, token, delivery, ttl_s, "vercel", placeholder, vercel_placeholder,
+        lambda real, ph: vercel_rules(real, ph, hosts=hosts), write,
+    )  # fmt: skip
+    warning = _command_warning(delivery, "Vercel", session.env_file)
     return Delivery(
         service="vercel",
         mode=delivery,

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -33,6 +32,8 @@ from airlock.proxy.protocol import (
 )
 
 from . import tracing
+from ._closing import AsyncClosing
+from ._shielded import finish_shielded
 from .errors import ClientError
 
 __all__ = ["ProxyClient", "ProxyError", "ProxyUnavailable"]
@@ -85,7 +86,7 @@ def _endpoint(control: str) -> tuple[str | None, str]:
     return path, "http://airlock-proxy"
 
 
-class ProxyClient:
+class ProxyClient(AsyncClosing):
     """Every request carries a W3C ``traceparent`` (``traceparent=``, else the current
     OpenTelemetry span, else a fresh trace); the proxy stores a lease PUT's trace id with
     the lease and writes it on that lease's swap audit lines."""
@@ -124,17 +125,6 @@ class ProxyClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-    async def __aenter__(self) -> ProxyClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def _request(
         self, method: str, path: str, body: Any = None, *, expect_json: bool = True
@@ -250,9 +240,4 @@ class ProxyClient:
                     await asyncio.wait({put}, timeout=self._timeout.total)
             # Shielded: a cancelled caller must not leave a live credential behind.
             delete = asyncio.ensure_future(self.delete_lease(session_id, lid))
-            try:
-                await asyncio.shield(delete)
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProxyError):
-                    await delete
-                raise
+            await finish_shielded(delete, ProxyError)

@@ -25,13 +25,13 @@ import tempfile
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Protocol
 
 import aiohttp
 
 from airlock.daemon.protocol import ArchivePutOutput, FileTransferOutput, WatchEvent, WatchInput
 
+from ._closing import AsyncClosing
 from .errors import CallTimeout, DaemonUnavailable, Internal, tool_error
 
 CHUNK = 1 << 20
@@ -153,7 +153,7 @@ def _unpack(source: IO[bytes], local: Path) -> None:
         tf.extractall(local, filter="data")
 
 
-class WatchStream:
+class WatchStream(AsyncClosing):
     """``async with client.watch(...) as events`` (returns once watching) or ``async for``."""
 
     def __init__(self, client: _Client, body: dict[str, Any]) -> None:
@@ -177,14 +177,6 @@ class WatchStream:
 
     async def __aenter__(self) -> WatchStream:
         return await self.open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __aiter__(self) -> WatchStream:
         return self

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.trees import copy_files
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -49,23 +51,10 @@ def test_wheel_holds_only_airlock_packages(tmp_path: Path) -> None:
 
 def _tracked_copy(dest: Path) -> Path:
     """The tracked tree (as a clone has it) so builds never write into the checkout."""
-    import os
-    import shutil
-
     names = subprocess.run(
         ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True
     ).stdout.decode()
-    for name in filter(None, names.split("\0")):
-        src = REPO / name
-        if not (src.exists() or src.is_symlink()):
-            continue
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            target.symlink_to(os.readlink(src))
-        else:
-            shutil.copy2(src, target)
-    return dest
+    return copy_files((REPO / name for name in filter(None, names.split("\0"))), REPO, dest)
 
 
 def test_sdist_builds_and_a_wheel_builds_from_it(tmp_path: Path) -> None:

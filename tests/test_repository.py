@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.trees import copy_files
+
 REPO = Path(__file__).resolve().parents[1]
 # Spelled in pieces so this file does not match itself.
 FORBIDDEN = ("../" + "shared", "/work/" + "shared", "DESIGN" + ".md")
@@ -105,18 +107,8 @@ def test_reference_doc_covers_what_the_code_serves(tmp_path: Path) -> None:
 @pytest.fixture
 def clean_copy(tmp_path: Path) -> Path:
     """The tracked files only, as a fresh clone has them (no .venv, no caches)."""
-    dest = tmp_path / "clone"
-    for path in tracked_files():
-        rel = path.relative_to(REPO)
-        if rel.parts[0] in (".venv", ".git") or not (path.exists() or path.is_symlink()):
-            continue
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_symlink():
-            target.symlink_to(os.readlink(path))
-        else:
-            shutil.copy2(path, target)
-    return dest
+    files = [p for p in tracked_files() if p.relative_to(REPO).parts[0] not in (".venv", ".git")]
+    return copy_files(files, REPO, tmp_path / "clone")
 
 
 def test_make_n_test_in_a_clean_copy_installs_then_tests(clean_copy: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..daemon import AirlockError
 from ..errors import IsDirectory
-from .daemon import _add_connection, _client
+from .connection import connect, daemon_command
 
 PREFIX = "sandbox:"
 
@@ -48,7 +48,7 @@ async def _cp(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    async with _client(args) as client:
+    async with connect(args) as client:
         try:
             if dst_remote:
                 local = Path(src)
@@ -82,7 +82,7 @@ async def _cp(args: argparse.Namespace) -> int:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    async with _client(args) as client:
+    async with connect(args) as client:
         try:
             async with client.watch(
                 args.paths or ["."],
@@ -111,21 +111,17 @@ async def _watch(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    cp = sub.add_parser("cp", help="copy a file or directory into or out of the sandbox")
-    _add_connection(cp)
+    cp = daemon_command(sub, "cp", "copy a file or directory into or out of the sandbox", _cp)
     cp.add_argument("src", help="local path, or sandbox:PATH")
     cp.add_argument("dest", help="local path, or sandbox:PATH")
     cp.add_argument(
         "-p", "--preserve-mode", action="store_true", help="give a new sandbox file the local mode"
     )
-    cp.set_defaults(func=_cp)
 
-    watch = sub.add_parser("watch", help="print file changes in the sandbox as they happen")
-    _add_connection(watch)
+    watch = daemon_command(sub, "watch", "print file changes in the sandbox as they happen", _watch)
     watch.add_argument("paths", nargs="*", help="directories to watch (default: the workspace)")
     watch.add_argument("--include", action="append", default=[], help="glob to report, repeatable")
     watch.add_argument("--exclude", action="append", default=[], help="glob to skip, repeatable")
     watch.add_argument("--no-ignore", action="store_true", help="report ignored paths too")
     watch.add_argument("--no-recursive", action="store_true", help="only the directories given")
     watch.add_argument("--json", action="store_true", help="print the raw events as JSON")
-    watch.set_defaults(func=_watch)

@@ -42,8 +42,7 @@ from ..providers import (
 )
 from ..proxy import ProxyClient, ProxyError
 from ..sandboxes import DaemonSandbox, LocalSandbox, Sandbox
-
-DEFAULT_CONTROL = "unix:.airlock/proxy.sock"
+from .connection import DEFAULT_PROXY_CONTROL
 
 
 def _provider(args: argparse.Namespace) -> TokenProvider:
@@ -229,7 +228,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = p.add_argument_group("proxy")
     g.add_argument(
         "--control",
-        default=envvars.get(envvars.PROXY_CONTROL, DEFAULT_CONTROL),
+        default=envvars.get(envvars.PROXY_CONTROL, DEFAULT_PROXY_CONTROL),
         help="proxy control API: unix:PATH or tcp://HOST:PORT (env AIRLOCK_PROXY_CONTROL)",
     )
     g.add_argument(

@@ -17,7 +17,7 @@ from typing import TextIO
 from airlock.daemon.protocol import ExecExitEvent, ExecInput, ExecOutputEvent
 
 from ..daemon import AirlockError
-from .daemon import _add_connection, _client, _print
+from .connection import connect, daemon_command, print_json
 
 TIMEOUT_EXIT = 124
 
@@ -50,7 +50,7 @@ async def _exec(args: argparse.Namespace) -> int:
         print(f"airlock exec: {exc}", file=sys.stderr)
         return 2
     code = 0
-    async with _client(args) as client:
+    async with connect(args) as client:
         try:
             async for event in client.exec_stream(req):
                 if isinstance(event, ExecOutputEvent):
@@ -73,14 +73,14 @@ def _exit_status(event: ExecExitEvent) -> int:
 
 
 async def _ps(args: argparse.Namespace) -> int:
-    async with _client(args) as client:
+    async with connect(args) as client:
         try:
             listing = await client.process_list()
         except AirlockError as exc:
             print(f"airlock ps: {exc.code}: {exc.message}", file=sys.stderr)
             return 1
     if args.json:
-        _print(listing.model_dump(mode="json"))
+        print_json(listing.model_dump(mode="json"))
         return 0
     print(f"{'ID':<6} {'PID':>7} {'STATE':<12} {'STARTED':<8} {'NAME':<16} COMMAND")
     for p in listing.processes:
@@ -99,7 +99,7 @@ async def _ps(args: argparse.Namespace) -> int:
 
 async def _logs(args: argparse.Namespace) -> int:
     offset = args.offset
-    async with _client(args) as client:
+    async with connect(args) as client:
         try:
             while True:
                 part = await client.process_read(
@@ -124,7 +124,7 @@ async def _logs(args: argparse.Namespace) -> int:
 
 
 async def _kill(args: argparse.Namespace) -> int:
-    async with _client(args) as client:
+    async with connect(args) as client:
         try:
             result = await client.process_kill(id=args.id, signal=args.signal)
         except AirlockError as exc:
@@ -136,28 +136,22 @@ async def _kill(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = sub.add_parser("exec", help="run a command in the sandbox, printing its output live")
-    _add_connection(run)
+    run = daemon_command(
+        sub, "exec", "run a command in the sandbox, printing its output live", _exec
+    )
     run.add_argument("--cwd", default=".", help="working directory (default: the workspace)")
     run.add_argument("--timeout", type=int, default=3600, help="seconds before it is killed")
     run.add_argument("-e", "--env", action="append", default=[], help="NAME=VALUE, repeatable")
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
-    run.set_defaults(func=_exec)
 
-    ps = sub.add_parser("ps", help="list the sandbox's background processes")
-    _add_connection(ps)
+    ps = daemon_command(sub, "ps", "list the sandbox's background processes", _ps)
     ps.add_argument("--json", action="store_true", help="print the listing as JSON")
-    ps.set_defaults(func=_ps)
 
-    logs = sub.add_parser("logs", help="print a background process's output")
-    _add_connection(logs)
+    logs = daemon_command(sub, "logs", "print a background process's output", _logs)
     logs.add_argument("id", help="process id from airlock ps, e.g. p1")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it exits")
     logs.add_argument("--offset", type=int, default=0, help="start at this output offset")
-    logs.set_defaults(func=_logs)
 
-    kill = sub.add_parser("kill", help="stop a background process and everything it started")
-    _add_connection(kill)
+    kill = daemon_command(sub, "kill", "stop a background process and everything it started", _kill)
     kill.add_argument("id", help="process id from airlock ps, e.g. p1")
     kill.add_argument("--signal", choices=["TERM", "INT", "KILL"], default="TERM")
-    kill.set_defaults(func=_kill)

@@ -27,14 +27,13 @@ from ..leases import (
     vercel_placeholder,
 )
 from ..proxy import ProxyClient, ProxyError
-
-DEFAULT_CONTROL = "unix:.airlock/proxy.sock"
+from .connection import DEFAULT_PROXY_CONTROL
 
 
 def _add_control(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--control",
-        default=envvars.get(envvars.PROXY_CONTROL, DEFAULT_CONTROL),
+        default=envvars.get(envvars.PROXY_CONTROL, DEFAULT_PROXY_CONTROL),
         help="control API: unix:PATH or tcp://HOST:PORT (env AIRLOCK_PROXY_CONTROL)",
     )
     p.add_argument(

@@ -23,7 +23,7 @@ import tty
 from collections.abc import Iterator
 
 from ..daemon import AirlockError, DaemonClient
-from .daemon import _add_connection, _client
+from .connection import connect, daemon_command
 
 DETACH = b"\x10\x11"  # Ctrl-P Ctrl-Q
 _POLL_MS = 30000
@@ -167,7 +167,7 @@ async def attach(client: DaemonClient, pid_id: str, in_fd: int, out_fd: int) -> 
 
 
 async def _attach(args: argparse.Namespace) -> int:
-    async with _client(args) as client:
+    async with connect(args) as client:
         try:
             return await attach(client, args.id, sys.stdin.fileno(), sys.stdout.fileno())
         except AirlockError as exc:
@@ -176,10 +176,10 @@ async def _attach(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    att = sub.add_parser(
+    att = daemon_command(
+        sub,
         "attach",
-        help="connect this terminal to a background process's terminal (detach: Ctrl-P Ctrl-Q)",
+        "connect this terminal to a background process's terminal (detach: Ctrl-P Ctrl-Q)",
+        _attach,
     )
-    _add_connection(att)
     att.add_argument("id", help="process id from airlock ps (started with pty: true), e.g. p1")
-    att.set_defaults(func=_attach)

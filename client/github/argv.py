@@ -20,6 +20,8 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator, Sequence
+
 FORBIDDEN = frozenset(";&|<>$`(){}")
 _DQ_ESCAPABLE = frozenset('\\"$`\n')
 
@@ -104,3 +106,23 @@ def _double_quoted(command: str, i: int, word: list[str]) -> int:
         word.append(c)
         i += 1
     raise CommandParseError('unfinished double quote: close it with "')
+
+
+def git_positionals(argv: Sequence[str], value_opts: Collection[str]) -> Iterator[tuple[int, str]]:
+    """(index, argument) of each positional of ``git SUBCOMMAND ...`` (from ``argv[2]`` on).
+
+    Options are skipped, and so is the value after an option in
+    ``value_opts`` (``-o VALUE``); everything after ``--`` is positional.
+    """
+    args = enumerate(argv)
+    for _ in range(2):
+        next(args, None)
+    options = True
+    for i, arg in args:
+        if options and arg == "--":
+            options = False
+        elif options and arg.startswith("-"):
+            if arg in value_opts:
+                next(args, None)
+        else:
+            yield i, arg

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
-from .argv import CommandParseError, parse_command
+from .argv import CommandParseError, git_positionals, parse_command
 from .scopes import push_denial
 
 GIT_SUBCOMMANDS = frozenset({"fetch", "ls-remote", "pull", "push"})
@@ -219,19 +219,7 @@ def _first_positional(args: Sequence[str]) -> str | None:
 def git_remote_index(argv: Sequence[str]) -> int | None:
     """Index in ``argv`` of git's remote argument (first positional), or None when absent."""
     value_opts = _GIT_VALUE_OPTS.get(argv[1], frozenset())
-    i = 2
-    after_dashes = False
-    while i < len(argv):
-        arg = argv[i]
-        if not after_dashes and arg == "--":
-            after_dashes = True
-        elif not after_dashes and arg.startswith("-"):
-            if arg in value_opts:
-                i += 1
-        else:
-            return i
-        i += 1
-    return None
+    return next((i for i, _ in git_positionals(argv, value_opts)), None)
 
 
 def check_targets(

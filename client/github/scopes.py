@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 from airlock.proxy.protocol import Allow, GitAllow, GraphQLAllow
 
+from .argv import git_positionals
+
 __all__ = [
     "READ_ONLY_GH",
     "api_allow",
@@ -171,20 +173,7 @@ def push_denial(argv: Sequence[str]) -> str | None:
 
 def _refspecs(argv: Sequence[str]) -> list[str]:
     """Positional arguments after the remote (argv has an explicit remote)."""
-    positionals: list[str] = []
-    after_dashes = False
-    i = 2
-    while i < len(argv):
-        arg = argv[i]
-        if not after_dashes and arg == "--":
-            after_dashes = True
-        elif not after_dashes and arg.startswith("-"):
-            if arg in _PUSH_VALUE_OPTS:
-                i += 1
-        else:
-            positionals.append(arg)
-        i += 1
-    return positionals[1:]
+    return [arg for _, arg in git_positionals(argv, _PUSH_VALUE_OPTS)][1:]
 
 
 def _full_ref(name: str) -> str:

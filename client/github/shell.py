@@ -36,6 +36,7 @@ from pydantic import BaseModel
 from airlock.daemon.errors import AirlockError
 from airlock.proxy.protocol import LeaseRule, SessionInfo
 
+from .._shielded import finish_shielded
 from ..leases import git_basic_rule, github_api_rule, github_placeholder
 from ..providers.base import TokenProvider
 from ..providers.errors import CredentialError
@@ -380,14 +381,8 @@ class GitHubShell:
         cleanup = asyncio.ensure_future(
             self.sandbox.run(["rm", "-rf", "--", path], self.workspace, {}, 30)
         )
-        try:
-            await asyncio.shield(cleanup)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await cleanup
-            raise
-        except Exception:  # best effort: the directory holds no secret
-            pass
+        with contextlib.suppress(Exception):  # best effort: the directory holds no secret
+            await finish_shielded(cleanup, Exception)
 
     def _clean(
         self, text: str, sandbox_cut: bool, secrets: list[str], slack: int

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from airlock.client.daemon import DaemonClient, HunkNotFound, NotFound, PathEscape
 from airlock.daemon.protocol import FilePatchInput, TextFile
 from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.programs import run_airlock
 
 
 async def test_typed_methods_and_typed_errors(tmp_path: Path) -> None:
@@ -44,27 +43,17 @@ def test_needs_exactly_one_transport() -> None:
         DaemonClient(socket="/x", url="http://y")
 
 
-async def run_cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "airlock.client.cli", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
 async def test_cli_tools_and_call(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("hello\n")
     async with running_daemon(tmp_path) as d:
         sock = str(d.socket)
-        code, out, _ = await run_cli("tools", "--socket", sock)
+        code, out, _ = await run_airlock("tools", "--socket", sock)
         assert code == 0 and "file_read" in out and "read-only" in out
-        code, out, _ = await run_cli("call", "--socket", sock, "file_read", '{"path": "a.txt"}')
+        code, out, _ = await run_airlock("call", "--socket", sock, "file_read", '{"path": "a.txt"}')
         assert code == 0 and json.loads(out)["content"] == "hello\n"
-        code, out, _ = await run_cli(
+        code, out, _ = await run_airlock(
             "call", "--socket", sock, "file_read", '{"path": "/etc/passwd"}'
         )
         assert code == 1 and json.loads(out)["error"]["code"] == "path_escape"
-        code, _, err = await run_cli("call", "--socket", sock, "file_read", "{not json")
+        code, _, err = await run_airlock("call", "--socket", sock, "file_read", "{not json")
         assert code == 2 and "not JSON" in err

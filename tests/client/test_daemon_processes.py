@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from airlock.client.daemon import DaemonClient, NotFound
 from airlock.daemon.protocol import (
@@ -17,33 +13,14 @@ from airlock.daemon.protocol import (
     ExecStartedEvent,
     ProcessReadOutput,
 )
-from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.daemon_fixtures import shared_daemon
+from tests.fakes.daemon_harness import RunningDaemon
+from tests.fakes.programs import run_airlock
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningDaemon]:
-    workspace = tmp_path_factory.mktemp("client-procs") / "ws"
-    workspace.mkdir()
-    async with running_daemon(workspace) as d:
-        yield d
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(daemon: RunningDaemon) -> AsyncIterator[DaemonClient]:
-    async with daemon.client() as c:
-        yield c
-
-
-async def run_cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "airlock.client.cli", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+daemon, client = shared_daemon("client-procs")
 
 
 async def test_exec_stream_yields_typed_events(client: DaemonClient) -> None:
@@ -79,15 +56,17 @@ async def test_process_methods_round_trip(client: DaemonClient) -> None:
 
 async def test_cli_exec_prints_live_and_exits_with_the_code(daemon: RunningDaemon) -> None:
     sock = str(daemon.socket)
-    code, out, err = await run_cli(
+    code, out, err = await run_airlock(
         "exec", "--socket", sock, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3"
     )
     assert (code, out, err) == (3, "hello\n", "oops\n")
-    code, out, _ = await run_cli("exec", "--socket", sock, "--", "echo", "a", "--", "b")
+    code, out, _ = await run_airlock("exec", "--socket", sock, "--", "echo", "a", "--", "b")
     assert (code, out) == (0, "a -- b\n")
-    code, _, err = await run_cli("exec", "--socket", sock, "--timeout", "1", "--", "sleep", "30")
+    code, _, err = await run_airlock(
+        "exec", "--socket", sock, "--timeout", "1", "--", "sleep", "30"
+    )
     assert code == 124 and "timed out" in err
-    code, _, err = await run_cli("exec", "--socket", sock, "--", "definitely-not-a-program-xyz")
+    code, _, err = await run_airlock("exec", "--socket", sock, "--", "definitely-not-a-program-xyz")
     assert code == 1 and "not_found" in err
 
 
@@ -97,19 +76,19 @@ async def test_cli_ps_logs_kill(client: DaemonClient, daemon: RunningDaemon) -> 
         argv=["sh", "-c", "echo serving; exec sleep 300"], name="web"
     )
     finite = await client.process_start(argv=["sh", "-c", "echo a; sleep 0.3; echo b"])
-    code, out, _ = await run_cli("ps", "--socket", sock)
+    code, out, _ = await run_airlock("ps", "--socket", sock)
     line = next(row for row in out.splitlines() if row.startswith(server.id + " "))
     assert code == 0 and "running" in line and "web" in line and "sleep 300" in line
-    code, out, _ = await run_cli("ps", "--socket", sock, "--json")
+    code, out, _ = await run_airlock("ps", "--socket", sock, "--json")
     assert server.id in {p["id"] for p in json.loads(out)["processes"]}
     # -f follows until the process exits.
-    code, out, _ = await run_cli("logs", "--socket", sock, finite.id, "-f")
+    code, out, _ = await run_airlock("logs", "--socket", sock, finite.id, "-f")
     assert (code, out) == (0, "a\nb\n")
-    code, out, _ = await run_cli("kill", "--socket", sock, server.id)
+    code, out, _ = await run_airlock("kill", "--socket", sock, server.id)
     assert code == 0 and "stopped" in out
-    code, out, _ = await run_cli("logs", "--socket", sock, server.id)
+    code, out, _ = await run_airlock("logs", "--socket", sock, server.id)
     assert (code, out) == (0, "serving\n")
-    code, _, err = await run_cli("kill", "--socket", sock, "p999")
+    code, _, err = await run_airlock("kill", "--socket", sock, "p999")
     assert code == 1 and "not_found" in err
 
 

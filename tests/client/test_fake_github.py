@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 import aiohttp
 
 from tests.fakes.github import FakeGitHub
+from tests.fakes.programs import run_program
 
 REPO = "acme/widgets"
 
@@ -58,21 +58,10 @@ async def test_create_commit_on_branch_writes_a_verified_commit(fake_github: Fak
     head = data["data"]["repository"]["ref"]["target"]["oid"]
     assert data["data"]["repository"]["defaultBranchRef"]["name"] == "main"
     assert head == await fake_github.head_sha(REPO, "main")
-    status, _ = await _api(
-        fake_github,
-        "POST",
-        f"/repos/{REPO}/git/refs",
-        token,
-        {"ref": "refs/heads/feat", "sha": head},
-    )
+    new_ref = {"ref": "refs/heads/feat", "sha": head}
+    status, _ = await _api(fake_github, "POST", f"/repos/{REPO}/git/refs", token, new_ref)
     assert status == 201
-    status, again = await _api(
-        fake_github,
-        "POST",
-        f"/repos/{REPO}/git/refs",
-        token,
-        {"ref": "refs/heads/feat", "sha": head},
-    )
+    status, again = await _api(fake_github, "POST", f"/repos/{REPO}/git/refs", token, new_ref)
     assert status == 422 and "already exists" in again["message"]
     inp = {
         "branch": {"repositoryNameWithOwner": REPO, "branchName": "feat"},
@@ -145,16 +134,8 @@ async def test_pulls_checks_statuses_reviews(fake_github: FakeGitHub) -> None:
 
 
 async def _git(*args: str, cwd: Path | None = None, env: dict[str, str]) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await proc.communicate()
-    return proc.returncode or 0, out.decode()
+    code, out, _ = await run_program("git", *args, cwd=cwd, env=env, merge_stderr=True)
+    return code, out
 
 
 async def test_git_smart_http_needs_the_repository_token(

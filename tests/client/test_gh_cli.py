@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import running_proxy
-
-
-async def _airlock(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "airlock.client.cli",
-        *args,
-        env=env,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    return proc.returncode or 0, out.decode(), err.decode()
+from tests.fakes.github_proxy import GITHUB_HOSTS, proxy_for
+from tests.fakes.programs import run_airlock
 
 
 async def test_airlock_gh_local(tmp_path: Path, fake_github: FakeGitHub) -> None:
     key = tmp_path / "app.pem"
     key.write_text(fake_github.app_private_key_pem)
-    async with running_proxy(
-        tmp_path / "proxy",
-        allow=["api.github.com", "github.com"],
-        resolve=fake_github.resolve,
-        upstream_ca=fake_github.ca_path,
-    ) as proxy:
+    async with proxy_for(fake_github, tmp_path / "proxy") as proxy:
         import os
 
         env = {**os.environ, "AIRLOCK_PROXY_CONTROL": proxy.control}
@@ -49,7 +28,7 @@ async def test_airlock_gh_local(tmp_path: Path, fake_github: FakeGitHub) -> None
             "--api-url", fake_github.api_url,
             "--api-ca-file", str(fake_github.ca_path),
         ]  # fmt: skip
-        rc, out, err = await _airlock(
+        rc, out, err = await run_airlock(
             *common, "--", "gh", "api", "repos/acme/widgets", "--jq", ".full_name",
             env=env, cwd=tmp_path,
         )  # fmt: skip
@@ -57,12 +36,12 @@ async def test_airlock_gh_local(tmp_path: Path, fake_github: FakeGitHub) -> None
         assert out.strip() == "acme/widgets"
         assert len(fake_github.mints) == 1
         assert fake_github.mints[0].token not in out + err
-        rc, out, err = await _airlock(
+        rc, out, err = await run_airlock(
             *common, "--json", "--", "gh api repos/acme/widgets --jq .name", env=env, cwd=tmp_path
         )
         assert rc == 0, err
         assert json.loads(out)["stdout"].strip() == "widgets"
-        rc, out, err = await _airlock(
+        rc, out, err = await run_airlock(
             *common, "--", "gh", "pr", "view", "1", "--repo", "acme/other", env=env, cwd=tmp_path
         )
         assert rc == 3 and "denied" in err and "acme/other" in err
@@ -74,7 +53,7 @@ async def test_airlock_gh_local(tmp_path: Path, fake_github: FakeGitHub) -> None
         events = [e["event"] for e in audit]
         assert events.count("session_created") == 3
         assert events.count("session_deleted") == 3
-        rc, _, err = await _airlock(
+        rc, _, err = await run_airlock(
             "gh", "--org", "acme", "--repo", "acme/widgets", "--local", "--", "gh", "pr", "list",
             env={k: v for k, v in env.items() if not k.startswith("AIRLOCK_GITHUB")},
             cwd=tmp_path,
@@ -91,14 +70,9 @@ async def test_airlock_gh_through_airlockd(tmp_path: Path, fake_github: FakeGitH
     key.write_text(fake_github.app_private_key_pem)
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    async with running_proxy(
-        tmp_path / "proxy",
-        allow=["api.github.com", "github.com"],
-        resolve=fake_github.resolve,
-        upstream_ca=fake_github.ca_path,
-    ) as proxy:
+    async with proxy_for(fake_github, tmp_path / "proxy") as proxy:
         async with proxy.client() as pc:
-            session = await pc.create_session(allow=["api.github.com", "github.com"])
+            session = await pc.create_session(allow=list(GITHUB_HOSTS))
         sandbox_env = proxy.client_env(session, HOME=str(tmp_path))
         async with running_daemon(workspace, env=sandbox_env) as daemon:
             env = {
@@ -109,7 +83,7 @@ async def test_airlock_gh_through_airlockd(tmp_path: Path, fake_github: FakeGitH
                 "AIRLOCK_GITHUB_APP_ID": str(fake_github.app_id),
                 "AIRLOCK_GITHUB_APP_KEY_FILE": str(key),
             }
-            rc, out, err = await _airlock(
+            rc, out, err = await run_airlock(
                 "gh", "--org", "acme", "--repo", "acme/widgets",
                 "--api-url", fake_github.api_url, "--api-ca-file", str(fake_github.ca_path),
                 "--", "gh", "api", "repos/acme/widgets", "--jq", ".default_branch",

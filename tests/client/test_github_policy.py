@@ -14,18 +14,12 @@ from airlock.client.github.policy import (
     resolve_working_directory,
     with_origin,
 )
-
-PERM = {"provider": "github", "repositories": ["acme/widgets"], "access": "write"}
+from tests.fakes.github_proxy import WIDGETS_WRITE as PERM
+from tests.fakes.github_proxy import shell_call
 
 
 def call(command: str, **over: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "command": command,
-        "permissions": [PERM],
-        "description": "look at the pull request",
-    }
-    data.update(over)
-    return data
+    return shell_call(command, "look at the pull request", **over)
 
 
 def test_plain_gh_command_is_not_applicable() -> None:

@@ -30,7 +30,8 @@ from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+from tests.fakes.github_proxy import GITHUB_HOSTS, app_provider, proxy_for, shell_call
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("gh") is None, reason="gh is not installed")
@@ -62,13 +63,7 @@ class Env:
     sandbox_env: dict[str, str]
 
     def call(self, command: str, **over: Any) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "command": command,
-            "permissions": [PERM],
-            "description": "test command",
-        }
-        data.update(over)
-        return data
+        return shell_call(command, "test command", **over)
 
     def real_tokens(self) -> list[str]:
         return [m.token for m in self.gh.mints]
@@ -86,14 +81,9 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     async with FakeGitHub(tmp_path / "github", org="acme") as gh:
         await gh.create_repo(REPO)
         await gh.create_repo("acme/other")
-        async with running_proxy(
-            tmp_path / "proxy",
-            allow=["api.github.com", "github.com"],
-            resolve=gh.resolve,
-            upstream_ca=gh.ca_path,
-        ) as proxy:
+        async with proxy_for(gh, tmp_path / "proxy") as proxy:
             pc = proxy.client()
-            session = await pc.create_session(allow=["api.github.com", "github.com"])
+            session = await pc.create_session(allow=list(GITHUB_HOSTS))
             workspace = tmp_path / "ws"
             workspace.mkdir()
             spy_dir = tmp_path / "spy"
@@ -104,14 +94,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
             sandbox_env["HOME"] = str(tmp_path / "home")
             (tmp_path / "home").mkdir()
             clock = [time.time()]
-            provider = GitHubAppProvider(
-                gh.app_id,
-                gh.app_private_key_pem,
-                org="acme",
-                api_url=gh.api_url,
-                ssl_context=gh.ca.client_context(),
-                clock=lambda: clock[0],
-            )
+            provider = app_provider(gh, clock=lambda: clock[0])
             shell = GitHubShell(
                 org="acme",
                 provider=provider,

@@ -5,22 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlock.client.github.shell import GitHubShell
-from airlock.client.providers import GitHubAppProvider
 from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import LocalSandbox
 from tests.fakes.github import FakeGitHub
+from tests.fakes.github_proxy import app_provider
 
 
 async def test_missing_installation_is_a_tool_error(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    provider = GitHubAppProvider(
-        fake_github.app_id,
-        fake_github.app_private_key_pem,
-        org="elsewhere",
-        api_url=fake_github.api_url,
-        ssl_context=fake_github.ca.client_context(),
-    )
+    provider = app_provider(fake_github, org="elsewhere")
     # The proxy is never reached: the token request fails first.
     proxy = ProxyClient(f"unix:{tmp_path / 'absent.sock'}")
     shell = GitHubShell(

@@ -10,19 +10,17 @@ from pathlib import Path
 import pytest
 
 from airlock.client.github.shell import GitHubShell
-from airlock.client.providers import GitHubAppProvider
 from airlock.client.sandboxes import LocalSandbox
 from tests.fakes.github import FakeGitHub
-from tests.fakes.proxy_harness import running_proxy
+from tests.fakes.github_proxy import app_provider, proxy_for, shell_call
 
 pytestmark = pytest.mark.skipif(shutil.which("gh") is None, reason="gh is not installed")
 
 GHE = "ghe.airlock.test"
-PERM = {"provider": "github", "repositories": ["acme/widgets"], "access": "write"}
 
 
 def _call(command: str, **over: str) -> dict[str, object]:
-    return {"command": command, "permissions": [PERM], "description": "ghe test", **over}
+    return shell_call(command, "ghe test", **over)
 
 
 async def test_enterprise_host_end_to_end(tmp_path: Path) -> None:
@@ -33,13 +31,7 @@ async def test_enterprise_host_end_to_end(tmp_path: Path) -> None:
             await gh.git("acme/widgets", "branch", "topic", "main")
             gh.add_pull_sync("acme/widgets", title="Enterprise PR", head="topic")
             async with (
-                running_proxy(
-                    tmp_path / "proxy",
-                    intercept=[GHE],
-                    allow=[GHE],
-                    resolve=gh.resolve,
-                    upstream_ca=gh.ca_path,
-                ) as proxy,
+                proxy_for(gh, tmp_path / "proxy", intercept=[GHE], allow=[GHE]) as proxy,
                 proxy.client() as pc,
             ):
                 session = await pc.create_session(allow=[GHE])
@@ -47,13 +39,7 @@ async def test_enterprise_host_end_to_end(tmp_path: Path) -> None:
                 home.mkdir()
                 workspace = tmp_path / "ws"
                 workspace.mkdir()
-                provider = GitHubAppProvider(
-                    gh.app_id,
-                    gh.app_private_key_pem,
-                    org="acme",
-                    api_url=f"{gh.api_url}/api/v3",
-                    ssl_context=gh.ca.client_context(),
-                )
+                provider = app_provider(gh, api_url=f"{gh.api_url}/api/v3")
                 shell = GitHubShell(
                     org="acme",
                     provider=provider,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -23,7 +21,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from airlock.client.mcp.transports import bearer_ok, check_bind, is_loopback
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.net import free_port, wait_port
+from tests.fakes.procs import stop_process
 from tests.fakes.toolchains import npm_modules
+from tests.fakes.trees import write_tree
 
 TOKEN = "mcp-" + "7" * 40
 INIT = {
@@ -60,13 +60,7 @@ async def mcp_http(daemon: RunningDaemon, tmp_path: Path) -> AsyncIterator[tuple
         await wait_port(port, proc)
         yield f"http://127.0.0.1:{port}/mcp", errors
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process(proc, timeout=10, group=True)
 
 
 async def _session_works(url: str, headers: dict[str, str]) -> str:
@@ -101,10 +95,7 @@ def _leaves(error: BaseException) -> list[BaseException]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.txt").write_text("alpha\n")
-    return ws
+    return write_tree(tmp_path / "ws", {"notes.txt": "alpha\n"})
 
 
 async def test_bearer_token_official_python_client(workspace: Path, tmp_path: Path) -> None:

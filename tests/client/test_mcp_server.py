@@ -22,8 +22,10 @@ from mcp.client.stdio import stdio_client
 
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.github import FakeGitHub
+from tests.fakes.github_proxy import GITHUB_HOSTS, proxy_for
 from tests.fakes.net import free_port, wait_port
-from tests.fakes.proxy_harness import running_proxy
+from tests.fakes.procs import stop_process
+from tests.fakes.trees import write_tree
 from tests.fakes.wait import wait_until
 
 # The SDK renamed the streamable HTTP client; use whichever this 1.x version has.
@@ -75,26 +77,9 @@ async def http_session(daemon: RunningDaemon) -> AsyncIterator[ClientSession]:
             await session.initialize()
             yield session
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process(proc, timeout=10, group=True)
         assert proc.stderr is not None
         proc.stderr.close()
-
-
-def _walk(node: Any) -> list[Any]:
-    found = [node]
-    if isinstance(node, dict):
-        for value in node.values():
-            found.extend(_walk(value))
-    elif isinstance(node, list):
-        for value in node:
-            found.extend(_walk(value))
-    return found
 
 
 def _json(result: types.CallToolResult) -> Any:
@@ -165,11 +150,7 @@ async def _granted_paths_refused(session: ClientSession, workspace: Path) -> Non
 
 
 def _workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.txt").write_text("alpha\nbeta\n")
-    (ws / "pixel.png").write_bytes(PNG)
-    return ws
+    return write_tree(tmp_path / "ws", {"notes.txt": "alpha\nbeta\n", "pixel.png": PNG})
 
 
 async def test_mcp_over_stdio(tmp_path: Path) -> None:
@@ -238,14 +219,9 @@ async def test_github_shell_is_served_with_a_proxy_and_credentials(
     key = tmp_path / "app.pem"
     key.write_text(fake_github.app_private_key_pem)
     ws = _workspace(tmp_path)
-    async with running_proxy(
-        tmp_path / "proxy",
-        allow=["api.github.com", "github.com"],
-        resolve=fake_github.resolve,
-        upstream_ca=fake_github.ca_path,
-    ) as proxy:
+    async with proxy_for(fake_github, tmp_path / "proxy") as proxy:
         async with proxy.client() as pc:
-            session = await pc.create_session(allow=["api.github.com", "github.com"])
+            session = await pc.create_session(allow=list(GITHUB_HOSTS))
         sandbox_env = proxy.client_env(session, HOME=str(tmp_path))
         async with running_daemon(ws, env=sandbox_env) as daemon:
             flags = [

@@ -15,7 +15,7 @@ import pytest
 
 from airlock.client.proxy import ProxyClient, ProxyError
 from tests.fakes.proxy_harness import ProxyProcess, running_proxy
-from tests.fakes.wait import wait_until
+from tests.fakes.wait import wait_until, yield_to_loop
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,7 +85,7 @@ async def test_lease_is_removed_when_cancelled_during_install(proxy: ProxyProces
                 await asyncio.Event().wait()  # until cancelled
 
         task = asyncio.create_task(command())
-        await asyncio.sleep(0)  # the PUT is in flight
+        await yield_to_loop()  # the PUT is in flight
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

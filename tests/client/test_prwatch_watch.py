@@ -57,6 +57,14 @@ def app_provider(gh: FakeGitHub) -> GitHubAppProvider:
     )
 
 
+def _static_reader(gh: FakeGitHub, sleep: FakeSleep, **options: Any) -> GitHubReader:
+    """A reader of ``REPO`` with a fresh static token, pausing through ``sleep``."""
+    token = StaticTokenProvider(gh.issue_token([REPO]))
+    return GitHubReader(
+        REPO, token, api_url=gh.api_url, ssl_context=ssl_ctx(gh), sleep=sleep, **options
+    )
+
+
 def ssl_ctx(gh: FakeGitHub) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(gh.ca_path))
 
@@ -140,33 +148,16 @@ async def test_watch_resumes_from_saved_state_without_repeating(gh: FakeGitHub) 
     provider = StaticTokenProvider(gh.issue_token([REPO]))
     saved: list[WatchState] = []
 
-    first = [
-        w
-        async for w in watch(
-            REPO,
-            number,
-            provider=provider,
-            api_url=gh.api_url,
-            ssl_context=ssl_ctx(gh),
-            on_state=saved.append,
-            sleep=FakeSleep(),
-            max_polls=2,
-        )
-    ]
+    async def run(**options: Any) -> list[Wake]:
+        wakes = watch(
+            REPO, number, provider=provider, api_url=gh.api_url, ssl_context=ssl_ctx(gh),
+            sleep=FakeSleep(), **options,
+        )  # fmt: skip
+        return [w async for w in wakes]
+
+    first = await run(on_state=saved.append, max_polls=2)
     await push(gh, "feature", "after restart")
-    second = [
-        w
-        async for w in watch(
-            REPO,
-            number,
-            provider=provider,
-            api_url=gh.api_url,
-            ssl_context=ssl_ctx(gh),
-            state=saved[-1],
-            sleep=FakeSleep(),
-            max_polls=3,
-        )
-    ]
+    second = await run(state=saved[-1], max_polls=3)
     assert first == []
     assert [w.kinds for w in second] == [("head_moved",)]
 
@@ -176,14 +167,7 @@ async def test_reader_retries_5xx_and_429_then_succeeds(gh: FakeGitHub) -> None:
     gh.fail_next(f"/repos/{REPO}/pulls/{number}", 502, count=1)
     gh.fail_next(f"/repos/{REPO}/commits/", 429, count=1)
     record = FakeSleep()
-    async with GitHubReader(
-        REPO,
-        StaticTokenProvider(gh.issue_token([REPO])),
-        api_url=gh.api_url,
-        ssl_context=ssl_ctx(gh),
-        sleep=record,
-        policy=RetryPolicy(base_delay_s=0.25),
-    ) as reader:
+    async with _static_reader(gh, record, policy=RetryPolicy(base_delay_s=0.25)) as reader:
         snap = await reader.snapshot(number)
     assert snap.head_sha == await gh.head_sha(REPO, "feature")
     assert record.pauses == [0.25, 0.25]
@@ -221,13 +205,7 @@ async def test_reader_does_not_retry_403_or_404(gh: FakeGitHub, status: int) -> 
     number = gh.add_pull_sync(REPO, title="t", head="feature")
     gh.fail_next(f"/repos/{REPO}/pulls/{number}", status, count=5)
     record = FakeSleep()
-    async with GitHubReader(
-        REPO,
-        StaticTokenProvider(gh.issue_token([REPO])),
-        api_url=gh.api_url,
-        ssl_context=ssl_ctx(gh),
-        sleep=record,
-    ) as reader:
+    async with _static_reader(gh, record) as reader:
         with pytest.raises(PRWatchError) as info:
             await reader.snapshot(number)
     assert info.value.status == status
@@ -239,14 +217,7 @@ async def test_reader_gives_up_after_max_attempts(gh: FakeGitHub) -> None:
     number = gh.add_pull_sync(REPO, title="t", head="feature")
     gh.fail_next(f"/repos/{REPO}/pulls/{number}", 503, count=10)
 
-    async with GitHubReader(
-        REPO,
-        StaticTokenProvider(gh.issue_token([REPO])),
-        api_url=gh.api_url,
-        ssl_context=ssl_ctx(gh),
-        sleep=FakeSleep(),
-        policy=RetryPolicy(max_attempts=3),
-    ) as reader:
+    async with _static_reader(gh, FakeSleep(), policy=RetryPolicy(max_attempts=3)) as reader:
         with pytest.raises(PRWatchError, match="gave up after 3 attempts"):
             await reader.snapshot(number)
     assert sum(1 for r in gh.requests if r.path == f"/repos/{REPO}/pulls/{number}") == 3

@@ -18,24 +18,15 @@ from airlock.client.tools import (
     openai_tools,
 )
 from tests.fakes.daemon_harness import running_daemon
-
-
-def _walk(node: Any) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    if isinstance(node, dict):
-        found.append(node)
-        for value in node.values():
-            found.extend(_walk(value))
-    elif isinstance(node, list):
-        for value in node:
-            found.extend(_walk(value))
-    return found
+from tests.fakes.jsonwalk import json_nodes
 
 
 def _check_schema(schema: dict[str, Any]) -> None:
     assert schema["type"] == "object"
     assert "anyOf" not in schema and "oneOf" not in schema
-    for node in _walk(schema):
+    for node in json_nodes(schema):
+        if not isinstance(node, dict):
+            continue
         assert "$ref" not in node and "$defs" not in node and "const" not in node
 
 

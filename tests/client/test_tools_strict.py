@@ -22,6 +22,7 @@ from airlock.client.tools import (
     openai_tools,
 )
 from airlock.daemon.protocol import TOOL_SPECS, ExecInput, FileSearchInput, PatchEdit
+from tests.fakes.jsonwalk import json_nodes
 
 CATALOG = [spec.info() for spec in TOOL_SPECS]
 
@@ -87,17 +88,6 @@ def strict_problems(schema: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _walk(node: Any) -> list[Any]:
-    found = [node]
-    if isinstance(node, dict):
-        for value in node.values():
-            found.extend(_walk(value))
-    elif isinstance(node, list):
-        for value in node:
-            found.extend(_walk(value))
-    return found
-
-
 def test_every_tool_is_valid_in_openai_strict_mode() -> None:
     tools = openai_tools(CATALOG, strict=True)
     assert {t["function"]["name"] for t in tools} == {s.name for s in TOOL_SPECS} | {"github_shell"}
@@ -144,7 +134,7 @@ def test_no_model_definition_offers_granted_paths() -> None:
 def test_every_property_of_every_schema_has_a_description() -> None:
     missing = []
     for tool in anthropic_tools(CATALOG):
-        for node in _walk(tool["input_schema"]):
+        for node in json_nodes(tool["input_schema"]):
             if isinstance(node, dict) and isinstance(node.get("properties"), dict):
                 for name, sub in node["properties"].items():
                     if not sub.get("description"):

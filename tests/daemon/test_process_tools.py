@@ -21,7 +21,7 @@ from airlock.daemon.procs.tree import alive
 from airlock.daemon.protocol import MAX_LIVE_PROCESSES, ProcessReadOutput
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 from tests.fakes.net import free_port
-from tests.fakes.wait import wait_until
+from tests.fakes.wait import wait_until, yield_to_loop
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -117,7 +117,7 @@ async def test_cat_echoes_what_process_write_sends_then_eof(client: DaemonClient
 async def test_long_poll_wakes_on_output(client: DaemonClient) -> None:
     started = await client.process_start(argv=["cat"])
     reader = asyncio.create_task(client.process_read(id=started.id, offset=0, wait_ms=30000))
-    await asyncio.sleep(0)  # let the read start first (it must not matter)
+    await yield_to_loop()  # let the read start first (it must not matter)
     await client.process_write(id=started.id, data="ping\n")
     # Generous deadline: far below wait_ms, so only a wake-up on output can meet it.
     part = await asyncio.wait_for(reader, 20)

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.skips import program_or_skip
+
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "deploy" / "compose.yaml"
 DOCKERFILE = REPO / "Dockerfile"
@@ -160,35 +162,30 @@ def test_docker_compose_v1_config_validates(tmp_path: Path) -> None:
     """Debian's docker-compose 1.29 (installed by `make test`) accepts the file."""
     v1 = shutil.which("docker-compose")
     assert v1, "docker-compose missing: scripts/install-system-deps.sh installs it"
-    proc = subprocess.run(
-        [v1, "-f", str(COMPOSE), "config", "-q"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
-    )
+
+    def config(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [v1, "-f", str(path), "config", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+        )
+
+    proc = config(COMPOSE)
     assert proc.returncode == 0, proc.stderr
     broken = tmp_path / "compose.yaml"
     broken.write_text("name: airlock\n" + COMPOSE.read_text())
-    proc = subprocess.run(
-        [v1, "-f", str(broken), "config", "-q"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
-    )
-    assert proc.returncode != 0, "the v1 check must reject a top-level name:"
+    assert config(broken).returncode != 0, "the v1 check must reject a top-level name:"
 
 
 def test_docker_compose_config_validates() -> None:
-    docker = shutil.which("docker")
-    if docker is None:
-        pytest.skip(
-            "docker CLI not installed (scripts/install-system-deps.sh --with-images installs "
-            "it): `docker compose config` did not run; it is NOT a pass"
-        )
+    docker = program_or_skip(
+        "docker",
+        "docker CLI not installed (scripts/install-system-deps.sh --with-images installs "
+        "it): `docker compose config` did not run; it is NOT a pass",
+    )
     has_compose = subprocess.run([docker, "compose", "version"], capture_output=True, check=False)
     if has_compose.returncode != 0:
         pytest.skip(

@@ -5,7 +5,6 @@ sandboxes reach only the proxy, the control API only from the orchestrator)."""
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from tests.deploy.manifests import Cluster, Doc, External, Pod, load_docs, validation_errors
+from tests.deploy.skips import program_or_skip
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
@@ -106,12 +106,11 @@ def test_kustomization_lists_every_manifest() -> None:
 
 
 def test_kubectl_kustomize_builds_offline() -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip(
-            "kubectl is not installed (scripts/install-system-deps.sh installs it): the "
-            "offline kustomize build did not run; it is NOT a pass"
-        )
+    kubectl = program_or_skip(
+        "kubectl",
+        "kubectl is not installed (scripts/install-system-deps.sh installs it): the "
+        "offline kustomize build did not run; it is NOT a pass",
+    )
     out = subprocess.run(
         [kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=60, check=True
     )

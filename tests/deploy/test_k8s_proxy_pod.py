@@ -11,7 +11,6 @@ container installs the provisioned CA, the real airlock-proxy starts with it
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import pytest
 from airlock.proxy import ca as proxy_ca
 from airlock.proxy.config import DEFAULT_INTERCEPT
 from tests.deploy.manifests import load_docs
+from tests.deploy.pods import LocalPod
+from tests.deploy.skips import need_pod_user
 from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
@@ -39,21 +40,12 @@ TOKEN = "k8s-control-token-" + "z" * 24
 
 
 @dataclass
-class Pod:
-    base: Path
-    uid: int
+class Pod(LocalPod):
     spec: dict[str, Any]
-    paths: dict[str, str]
-    repo: Path  # the checkout, traversable by the pod user
 
     def container(self, name: str, init: bool = False) -> dict[str, Any]:
         key = "initContainers" if init else "containers"
         return next(c for c in self.spec[key] if c["name"] == name)
-
-    def map(self, text: str) -> str:
-        """Rewrite every pod path in ``text`` to its local directory, exactly once."""
-        pattern = "|".join(re.escape(p) for p in sorted(self.paths, key=len, reverse=True))
-        return re.sub(rf"(?<![\w/.-])({pattern})(?=/|\b|$)", lambda m: self.paths[m[1]], text)
 
     def python_script(self, script: Path) -> list[str]:
         """The venv's Python running ``script``, both as the pod user sees them."""
@@ -65,11 +57,7 @@ class Pod:
 
 @pytest.fixture
 def pod(shared_repo: Path) -> Iterator[Pod]:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip(
-            "needs root and setpriv (util-linux) to act as the pod's non-root user: the "
-            "proxy pod checks did not run; it is NOT a pass"
-        )
+    need_pod_user("proxy pod")
     docs = load_docs(REPO / "deploy" / "k8s" / "proxy.yaml")
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     spec = deployment["spec"]["template"]["spec"]
@@ -102,7 +90,7 @@ def pod(shared_repo: Path) -> Iterator[Pod]:
             "/var/log/airlock-proxy": str(base / "audit"),
             "/etc/airlock-proxy/control": str(token_dir),
         }
-        yield Pod(base, uid, spec, paths, shared_repo)
+        yield Pod(base=base, uid=uid, paths=paths, repo=shared_repo, spec=spec)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

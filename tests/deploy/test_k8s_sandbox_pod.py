@@ -12,7 +12,6 @@ needs it, and commands run as the pod user with the CA variables set.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import aiohttp
 import pytest
 
 from tests.deploy.manifests import load_docs
+from tests.deploy.pods import LocalPod
+from tests.deploy.skips import need_pod_user
 from tests.fakes.checkout import in_view
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.processes import stop_process
@@ -63,27 +64,14 @@ def _system_python() -> str:
 
 
 @dataclass
-class SandboxPod:
-    base: Path
-    uid: int
+class SandboxPod(LocalPod):
     container: dict[str, Any]
     template: dict[str, Any]
-    paths: dict[str, str]
-    repo: Path  # the checkout, traversable by the pod user
-
-    def map(self, text: str) -> str:
-        """Rewrite every pod path in ``text`` to its local directory, exactly once."""
-        pattern = "|".join(re.escape(p) for p in sorted(self.paths, key=len, reverse=True))
-        return re.sub(rf"(?<![\w/.-])({pattern})(?=/|\b|$)", lambda m: self.paths[m[1]], text)
 
 
 @pytest.fixture
 def sandbox_pod(shared_repo: Path) -> Iterator[SandboxPod]:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip(
-            "needs root and setpriv (util-linux) to act as the pod's non-root user: the "
-            "sandbox pod checks did not run; it is NOT a pass"
-        )
+    need_pod_user("sandbox pod")
     docs = load_docs(REPO / "deploy" / "k8s" / "sandbox.yaml")
     template = next(d for d in docs if d["kind"] == "PodTemplate")["template"]
     spec = template["spec"]
@@ -98,7 +86,14 @@ def sandbox_pod(shared_repo: Path) -> Iterator[SandboxPod]:
             local.mkdir()
             local.chmod(0o555 if mount.get("readOnly") else 0o777)
             paths[mount["mountPath"]] = str(local)
-        yield SandboxPod(base, uid, container, template, paths, shared_repo)
+        yield SandboxPod(
+            base=base,
+            uid=uid,
+            paths=paths,
+            repo=shared_repo,
+            container=container,
+            template=template,
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -65,53 +65,34 @@ class Link:
     host_b: int
 
 
-@dataclass
 class Topology:
-    tag: str
-    octet: int
+    """Three namespaces (named after ``tag``) on four /30 links of ``10.231.OCTET.0/24``.
+
+    ``proxy_addr``: the proxy namespace's address on the sandbox link, where
+    sandboxes send egress. ``internet_addr``: the internet namespace's address
+    as the proxies see it (their --resolve target). ``proxy_admin_addr``: the
+    proxy namespace's address on the root link (readiness checks, Redis).
+    ``internet_public_addr``: the internet namespace's address as the
+    orchestrator (root namespace) sees it.
+    """
+
+    def __init__(self, tag: str, octet: int) -> None:
+        self.tag = tag
+        self.octet = octet
+        self.sandbox_ns, self.proxy_ns, self.internet_ns = (
+            f"{tag}-{kind}" for kind in ("sbx", "prx", "net")
+        )
+        (
+            self.proxy_addr,
+            self.sandbox_addr,
+            self.proxy_egress_addr,
+            self.internet_addr,
+            self.proxy_admin_addr,
+            self.internet_public_addr,
+        ) = (self._addr(host) for host in (1, 2, 5, 6, 9, 14))
 
     def _addr(self, host: int) -> str:
         return f"10.231.{self.octet}.{host}"
-
-    @property
-    def sandbox_ns(self) -> str:
-        return f"{self.tag}-sbx"
-
-    @property
-    def proxy_ns(self) -> str:
-        return f"{self.tag}-prx"
-
-    @property
-    def internet_ns(self) -> str:
-        return f"{self.tag}-net"
-
-    @property
-    def proxy_addr(self) -> str:
-        """The proxy namespace's address on the sandbox link: where sandboxes send egress."""
-        return self._addr(1)
-
-    @property
-    def sandbox_addr(self) -> str:
-        return self._addr(2)
-
-    @property
-    def proxy_egress_addr(self) -> str:
-        return self._addr(5)
-
-    @property
-    def internet_addr(self) -> str:
-        """The internet namespace's address as the proxies see it (their --resolve target)."""
-        return self._addr(6)
-
-    @property
-    def proxy_admin_addr(self) -> str:
-        """The proxy namespace's address on the root link (readiness checks, Redis)."""
-        return self._addr(9)
-
-    @property
-    def internet_public_addr(self) -> str:
-        """The internet namespace's address as the orchestrator (root namespace) sees it."""
-        return self._addr(14)
 
     def _links(self) -> list[Link]:
         t = self.tag

@@ -54,7 +54,7 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.net import free_port
 from tests.fakes.processes import stop_process
 from tests.fakes.proxy_harness import ProxyProcess
-from tests.fakes.wait import wait_until, wait_until_sync
+from tests.fakes.wait import pace, wait_until, wait_until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -260,7 +260,7 @@ class EnvSpy:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await asyncio.to_thread(self.sample)
-            await asyncio.sleep(0.01)  # a sampler's pace, not a wait for a condition
+            await pace(0.01)
 
 
 @dataclass

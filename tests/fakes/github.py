@@ -81,7 +81,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
@@ -89,6 +88,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from airlock.client._closing import AsyncClosing
 from tests.fakes.tls import TestCA
 
 DEFAULT_APP_PERMISSIONS = {
@@ -168,7 +168,7 @@ def _error(status: int, message: str) -> web.Response:
     )
 
 
-class FakeGitHub:
+class FakeGitHub(AsyncClosing):
     """The fake; an async context manager that starts both TLS listeners."""
 
     def __init__(
@@ -235,12 +235,8 @@ class FakeGitHub:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Leaving ``async with`` stops both servers (the client's AsyncClosing protocol)."""
         await self.stop()
 
     async def start(self) -> None:

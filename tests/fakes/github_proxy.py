@@ -15,12 +15,51 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airlock.client.providers import GitHubAppProvider
 from airlock.client.proxy import ProxyClient
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
 from tests.fakes.proxy_harness import ProxyProcess, running_proxy
 
 GITHUB_HOSTS = ("api.github.com", "github.com")
+WIDGETS_WRITE = {"provider": "github", "repositories": ["acme/widgets"], "access": "write"}
+
+
+def shell_call(command: str, description: str, /, **over: Any) -> dict[str, Any]:
+    """A ``github_shell`` input asking for write access to acme/widgets; ``over`` replaces fields."""
+    return {"command": command, "permissions": [WIDGETS_WRITE], "description": description, **over}
+
+
+def proxy_for(
+    gh: FakeGitHub,
+    directory: Path,
+    *,
+    allow: Sequence[str] = GITHUB_HOSTS,
+    intercept: Sequence[str] | None = None,
+    store: str = "memory",
+    extra_args: Sequence[str] = (),
+) -> contextlib.AbstractAsyncContextManager[ProxyProcess]:
+    """airlock-proxy in front of ``gh``: it resolves GitHub's hosts to the fake and trusts its CA."""
+    return running_proxy(
+        directory,
+        intercept=intercept,
+        allow=list(allow),
+        resolve=gh.resolve,
+        upstream_ca=gh.ca_path,
+        store=store,
+        extra_args=extra_args,
+    )
+
+
+def app_provider(gh: FakeGitHub, **options: Any) -> GitHubAppProvider:
+    """The fake's GitHub App as a token provider for ``acme``, trusting the fake's CA.
+
+    ``options`` override or add ``GitHubAppProvider`` keywords (``org``, ``api_url``, ``clock``).
+    """
+    kwargs: dict[str, Any] = {"org": "acme", "api_url": gh.api_url} | options
+    return GitHubAppProvider(
+        gh.app_id, gh.app_private_key_pem, ssl_context=gh.ca.client_context(), **kwargs
+    )
 
 
 @dataclass
@@ -71,13 +110,8 @@ async def github_behind_proxy(
                 "--github-app-key-file", str(key),
                 "--github-api-url", gh.api_url,
             ]  # fmt: skip
-        async with running_proxy(
-            tmp_path / "proxy",
-            allow=list(proxy_allow),
-            resolve=gh.resolve,
-            upstream_ca=gh.ca_path,
-            store=store,
-            extra_args=[*extra, *proxy_args],
+        async with proxy_for(
+            gh, tmp_path / "proxy", allow=proxy_allow, store=store, extra_args=[*extra, *proxy_args]
         ) as proxy:
             pc = proxy.client()
             try:

@@ -85,6 +85,34 @@ def wait_until_sync(
         pause = min(pause * 1.5, max_interval)
 
 
+async def pace(interval: float) -> None:
+    """Let ``interval`` seconds pass between two samples of a sampler, probe or ticker.
+
+    Pacing is not waiting. A sampler (``/v1/health`` every 20 ms while a heavy
+    call runs, a ticker that counts how freely the loop turns) runs at a steady
+    tempo until its own stop signal, and nothing it asserts depends on how long
+    one pause was. A test that needs something to *have happened* waits for it
+    with :func:`wait_until` instead.
+    """
+    await asyncio.sleep(interval)
+
+
+def pace_sync(interval: float) -> None:
+    """:func:`pace` for a sampler on a thread or in a synchronous test."""
+    time.sleep(interval)
+
+
+async def yield_to_loop() -> None:
+    """Give every other task that is ready to run one turn, then go on.
+
+    Not a wait either: it orders work that is already runnable (a request just
+    sent, a reader just started, a hook that must really suspend). What the test
+    asserts holds whichever way that order falls; the turn only makes the
+    interesting interleaving the likely one.
+    """
+    await asyncio.sleep(0)
+
+
 def pid_alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
     import os

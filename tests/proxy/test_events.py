@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from airlock.proxy.events import EventTap, MemoryEvents, TappedAudit, map_audit
+from tests.fakes.wait import yield_to_loop
 
 
 @pytest.mark.parametrize(
@@ -63,7 +64,7 @@ def test_long_poll_wakes_on_a_new_event() -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         waiter = asyncio.create_task(log.read(0, "s1", 10))
-        await asyncio.sleep(0)  # let the reader start waiting
+        await yield_to_loop()  # let the reader start waiting
         log.append("lease_installed", {"session": "other"})
         log.append("lease_removed", {"session": "s1"})
         events, _ = await waiter

@@ -16,6 +16,7 @@ from airlock.proxy.audit import AuditLog
 from airlock.proxy.config import ConfigError, ControlEndpoint, ProxyConfig, parse_intercept
 from airlock.proxy.context import ProxyContext
 from airlock.proxy.store.memory import MemoryStore
+from tests.fakes.wait import yield_to_loop
 
 
 def test_candidates_extract_only_whole_credential_forms() -> None:
@@ -46,7 +47,7 @@ def test_chain_calls_concerns_in_order_sync_and_async() -> None:
 
     class B:
         async def requestheaders(self, flow: object) -> None:
-            await asyncio.sleep(0)  # the point: a hook that really suspends
+            await yield_to_loop()  # the point: a hook that really suspends
             calls.append("b")
 
         def response(self, flow: object) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from airlock.client.daemon import DaemonClient
 from tests.fakes.daemon_harness import running_daemon
-from tests.fakes.wait import wait_until
+from tests.fakes.wait import pace, wait_until
 
 LINES = 20_000
 # 500 distinct lines, each 40 times: no line is unique (no anchor), none is popular enough
@@ -30,7 +30,7 @@ async def poll_health(socket: Path, stop: asyncio.Event, answered: list[float]) 
             health = await asyncio.wait_for(c.health(), LIVENESS_S)
             assert health.status == "ok"
             answered.append(time.monotonic() - started)
-            await asyncio.sleep(0.02)  # a sampler's pace, not a wait for a condition
+            await pace(0.02)
 
 
 async def test_health_answers_while_a_20k_line_diff_runs_and_it_degrades(

@@ -19,6 +19,7 @@ import time
 
 from airlock.client.daemon import DaemonClient
 from tests.daemon.adversarial.agent_rig import READ, agent_daemon, needs_root
+from tests.fakes.wait import pace
 
 pytestmark = needs_root
 
@@ -58,7 +59,7 @@ async def test_health_p99_under_100ms_with_eight_previews_in_flight() -> None:
                     t0 = time.monotonic()
                     assert (await probe.health()).status == "ok"
                     samples.append(time.monotonic() - t0)
-                    await asyncio.sleep(0.005)  # a probe's pacing, not a wait for a condition
+                    await pace(0.005)  # a probe's pacing
                 await load
                 busy_s = time.monotonic() - started
             finally:

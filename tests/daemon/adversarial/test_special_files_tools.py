@@ -23,6 +23,7 @@ import aiohttp
 
 from airlock.daemon.errors import AirlockError
 from tests.daemon.adversarial.conftest import daemon_for
+from tests.fakes.wait import pace
 
 CALL_BOUND_S = 60.0  # rg's own search timeout (30 s) is the slowest honest answer
 HEALTH_BOUND_S = 5.0
@@ -90,7 +91,7 @@ async def _health_loop(socket_path: Path, stop: asyncio.Event, worst: list[float
             async with http.get("http://airlockd/v1/health") as resp:
                 assert resp.status == 200
             worst.append(time.monotonic() - started)
-            await asyncio.sleep(0.05)  # a sampler's pace, not a wait for a condition
+            await pace(0.05)
 
 
 async def test_special_files_refused_or_skipped_under_every_tool(

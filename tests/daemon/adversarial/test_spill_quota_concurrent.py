@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from tests.daemon.adversarial.as_exec_user import daemon_as_root, needs_root
+from tests.fakes.wait import pace
 
 pytestmark = [needs_root]
 
@@ -40,7 +41,7 @@ async def test_concurrent_spills_stay_within_the_quota() -> None:
             nonlocal peak
             while not done.is_set():
                 peak = max(peak, spilled(d.artifacts_dir))
-                await asyncio.sleep(0.005)  # a sampler, not a wait for a condition
+                await pace(0.005)
 
         sampler = asyncio.create_task(sample())
         try:

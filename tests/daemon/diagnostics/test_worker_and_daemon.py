@@ -13,7 +13,7 @@ import pytest
 from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.paths import ResolvedPath
 from tests.fakes.daemon_harness import running_daemon
-from tests.fakes.wait import pid_alive, wait_until, wait_until_sync
+from tests.fakes.wait import pace, pid_alive, wait_until, wait_until_sync
 
 
 def big_python(lines: int = 39_000) -> str:
@@ -40,7 +40,7 @@ async def test_large_file_does_not_block_the_event_loop(
     async def ticker() -> None:
         nonlocal ticks
         while True:
-            await asyncio.sleep(0.005)  # the point: a ticker that needs a free loop
+            await pace(0.005)  # the point: a ticker that needs a free loop
             ticks += 1
 
     ticking = asyncio.create_task(ticker())

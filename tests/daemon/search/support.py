@@ -7,7 +7,7 @@ The grep fallback is forced with ``AIRLOCK_SEARCH_ENGINE`` the way an operator
 from __future__ import annotations
 
 import shutil
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 
 from airlock.daemon.search.engine import ENV_OVERRIDE, resolve_engine
 from airlock.daemon.workspace import Workspace
+from tests.fakes.trees import write_files
 from tests.fakes.workspace import new_workspace
 
 Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -37,11 +38,4 @@ async def forced(
     return workspace
 
 
-def write(root: Path, files: Mapping[str, str | bytes]) -> None:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
+write = write_files  # the search tests' name for it
