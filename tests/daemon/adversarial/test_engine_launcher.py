@@ -10,6 +10,7 @@ next search answers, and its engine is again the exec user's.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pwd
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from airlock.daemon.identity import ExecUser
+from airlock.daemon.procs.launcher import Launched, launcher_for
 from tests.daemon.adversarial.as_exec_user import USER, daemon_as_root, needs_root
 from tests.fakes.wait import wait_until
 
@@ -93,3 +96,55 @@ async def test_launcher_runs_as_the_user_yet_is_closed_to_it_and_restarts_when_k
 
 def _has(program: str) -> bool:
     return any(os.access(Path(p) / program, os.X_OK) for p in os.environ["PATH"].split(":"))
+
+
+async def _output(proc: Launched) -> tuple[bytes, bytes, int]:
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
+    code = await proc.wait()
+    proc.release()
+    return out, err, code
+
+
+async def test_launcher_gives_the_child_its_descriptors_by_number_and_its_directory(
+    tmp_path: Path,
+) -> None:
+    """Recount names files by descriptor number under ``/proc/self/fd``: they must be there."""
+    user = ExecUser.parse(USER)
+    tmp_path.chmod(0o755)
+    names = []
+    for n in range(3):
+        (tmp_path / f"f{n}").write_text(f"body {n}\n")
+        names.append(tmp_path / f"f{n}")
+    fds = [os.open(p, os.O_RDONLY | os.O_CLOEXEC) for p in names]
+    where = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    launcher = launcher_for(user)
+    try:
+        proc = await launcher.spawn(
+            ["cat", *(str(fd) for fd in reversed(fds))],
+            cwd="/proc/self/fd",
+            env=None,
+            pass_fds=fds,
+            new_session=False,
+        )
+        out, err, code = await _output(proc)
+        assert (code, err) == (0, b""), err
+        assert out == b"body 2\nbody 1\nbody 0\n"
+        here = await launcher.spawn(
+            ["sh", "-c", "pwd -P; id -u"],
+            cwd=f"/proc/self/fd/{where}",
+            env=None,
+            pass_fds=(),
+            new_session=True,
+        )
+        out, _, code = await _output(here)
+        assert code == 0 and out.decode().split() == [str(tmp_path), str(user.uid)], out
+        with pytest.raises(OSError):
+            await launcher.spawn(
+                ["/nonexistent/engine"], cwd="/", env=None, pass_fds=(), new_session=False
+            )
+        assert launcher.alive, "a failed start is an answer, not the launcher's end"
+    finally:
+        launcher.close()
+        for fd in [*fds, where]:
+            os.close(fd)
