@@ -157,15 +157,21 @@ async def run(baseline: Path | None, rounds: int) -> None:
     print(table(headers, rows))
 
 
+def is_root(bench: str) -> bool:
+    """Whether users can be switched here; if not, says so (nothing is measured)."""
+    if os.geteuid() == 0:
+        return True
+    print(f"{bench}: needs root to switch users; nothing measured")
+    return False
+
+
 def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-tree", type=Path, help="also measure this source tree")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args(list(argv))
-    if os.geteuid() != 0:
-        print("bench_exec_user: needs root to switch users; nothing measured")
-        return
-    asyncio.run(run(args.baseline_tree, args.rounds))
+    if is_root("bench_exec_user"):
+        asyncio.run(run(args.baseline_tree, args.rounds))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from airlock.daemon.identity import ExecUser
 from airlock.daemon.procs.launcher import Launched, as_user, launcher_for
+from bench.bench_exec_user import is_root
 from bench.report import table
 
 USER = "nobody"
@@ -120,10 +121,8 @@ def main(argv: Sequence[str] = ()) -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--ballast-mib", type=int, default=80)
     args = parser.parse_args(list(argv))
-    if os.geteuid() != 0:
-        print("bench_spawn_paths: needs root to switch users; nothing measured")
-        return
-    asyncio.run(run(args.rounds, args.ballast_mib))
+    if is_root("bench_spawn_paths"):
+        asyncio.run(run(args.rounds, args.ballast_mib))
 
 
 if __name__ == "__main__":

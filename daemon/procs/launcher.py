@@ -38,6 +38,7 @@ from typing import Any
 
 from ..identity import ExecUser, spawn_kwargs
 from ..rights import as_daemon
+from .contain import CHILD_OOM_SCORE_ADJ, set_oom_score_adj
 from .group import kill_group
 
 log = logging.getLogger("airlockd.launcher")
@@ -146,7 +147,9 @@ class Launcher:
                 stdin=theirs.fileno(),
                 stdout=asyncio.subprocess.DEVNULL,
                 cwd="/",
-                start_new_session=True,
+                # The daemon's session (and so its autogroup: engines are scheduled like the
+                # daemon's other work, as when it started them itself; search/runner.py).
+                process_group=0,
                 **switch,
             )
         except OSError as exc:
@@ -154,6 +157,8 @@ class Launcher:
             raise LauncherUnavailable(f"cannot start the launcher: {exc}") from exc
         finally:
             theirs.close()
+        with as_daemon():  # its engines inherit it: memory pressure takes them before airlockd
+            set_oom_score_adj(CHILD_OOM_SCORE_ADJ, proc.pid)
         ours.setblocking(False)
         self._ready = self.loop.create_future()
         self._sock = ours

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from airlock.daemon.identity import ExecUser
+from airlock.daemon.procs.contain import CHILD_OOM_SCORE_ADJ
 from airlock.daemon.procs.launcher import Launched, launcher_for
 from tests.daemon.adversarial.as_exec_user import USER, daemon_as_root, needs_root
 from tests.fakes.wait import wait_until
@@ -72,6 +73,8 @@ async def test_launcher_runs_as_the_user_yet_is_closed_to_it_and_restarts_when_k
         assert len(first) == 1, f"expected one launcher under airlockd, saw {first}"
         pid = first[0]
         assert set(_uids(pid)) == {nobody.pw_uid}, "the launcher must be the exec user's"
+        adj = Path(f"/proc/{pid}/oom_score_adj").read_text().strip()
+        assert adj == str(CHILD_OOM_SCORE_ADJ), "its engines must be killed before the daemon"
 
         peek = _as_agent(
             f"ls /proc/{pid}/fd && echo LISTED; cat /proc/{pid}/environ >/dev/null && echo READ"
