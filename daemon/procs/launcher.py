@@ -47,6 +47,7 @@ log = logging.getLogger("airlockd.launcher")
 # (benchmarks compare both in one run; operators can rule the launcher out).
 ENV_SWITCH = "AIRLOCK_ENGINE_LAUNCHER"
 _START_TIMEOUT_S = 10.0
+_MAX_FDS = 253  # SCM_MAX_FD
 # After a launcher failed to start, engines take the per-spawn way this long.
 _RETRY_AFTER_S = 60.0
 _RECORD = 1 << 16
@@ -377,7 +378,9 @@ async def spawn_as(
     """
     if user is None or user.is_current:
         return await pipes(argv, cwd, env, pass_fds, {})
-    if os.environ.get(ENV_SWITCH, "on").strip().lower() not in ("off", "0", "no"):
+    # One record carries at most SCM_MAX_FD descriptors (pipes, cwd and ``pass_fds``).
+    fits = len(pass_fds) + 3 <= _MAX_FDS
+    if fits and os.environ.get(ENV_SWITCH, "on").strip().lower() not in ("off", "0", "no"):
         launcher = launcher_for(user)
         # Twice: a launcher that died since the last start (the agent may kill a process
         # of its own user) is seen only when a request fails; the second try starts anew.
