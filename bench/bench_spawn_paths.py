@@ -1,7 +1,7 @@
 """What starting one program as the exec user costs, by the ways airlockd could do it.
 
 Each way starts ``rg --files`` in a one-file directory (the shortest real
-engine run) as ``nobody`` from a process holding a daemon-sized heap
+engine run), then a rare search over bench_exec_user's 2,000-file tree, as ``nobody`` from a process holding a daemon-sized heap
 (``--ballast-mib``, 80 by default: ``fork`` copies page tables, so the
 daemon's size matters), sequentially, in interleaved rounds:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from airlock.daemon.identity import ExecUser
 from airlock.daemon.procs.launcher import Launched, as_user, launcher_for
-from bench.bench_exec_user import is_root
+from bench.bench_exec_user import RARE, build, is_root
 from bench.report import table
 
 USER = "nobody"
@@ -58,8 +58,7 @@ async def _pipes(argv: Sequence[str], cwd: str, who: dict[str, object]) -> None:
     await _drain(proc)
 
 
-def ways(user: ExecUser, rg: str, cwd: str) -> dict[str, Callable[[], Awaitable[None]]]:
-    argv = [rg, "--files"]
+def ways(user: ExecUser, argv: list[str], cwd: str) -> dict[str, Callable[[], Awaitable[None]]]:
     switched, _ = as_user(argv, user)
 
     async def root() -> None:
@@ -91,9 +90,28 @@ async def run(rounds: int, ballast_mib: int) -> None:
     user = ExecUser.parse(USER)
     folder = Path(tempfile.mkdtemp(prefix="al-spawn-"))
     folder.chmod(0o755)
-    (folder / "one.txt").write_text("x\n")
-    (folder / "one.txt").chmod(0o644)
-    table_of = ways(user, rg, str(folder))
+    (folder / "one").mkdir()
+    (folder / "one" / "one.txt").write_text("x\n")
+    (folder / "tree").mkdir()
+    build(folder / "tree")  # bench_exec_user's workspace: 2,000 files, 3 with the marker
+    for path in (folder / "one", folder / "one" / "one.txt"):
+        os.chown(path, user.uid, user.gid)
+    scenarios = {
+        "`rg --files` in a one-file directory": ([rg, "--files"], folder / "one", STARTS),
+        "`rg -l` of a rare marker over 2,000 files": ([rg, "-l", RARE], folder / "tree", 6),
+    }
+    for title, (argv, cwd, starts) in scenarios.items():
+        await measure(title, ways(user, argv, str(cwd)), rounds, starts, ballast_mib)
+    del ballast
+
+
+async def measure(
+    title: str,
+    table_of: dict[str, Callable[[], Awaitable[None]]],
+    rounds: int,
+    starts: int,
+    ballast_mib: int,
+) -> None:
     for fn in table_of.values():  # warm up (and start the launcher)
         await fn()
     per: dict[str, list[float]] = {name: [] for name in table_of}
@@ -101,19 +119,26 @@ async def run(rounds: int, ballast_mib: int) -> None:
         names = list(table_of) if number % 2 else list(table_of)[::-1]
         for name in names:
             times = []
-            for _ in range(STARTS):
+            for _ in range(starts):
                 start = time.perf_counter()
                 await table_of[name]()
                 times.append((time.perf_counter() - start) * 1000)
             per[name].append(statistics.median(times))
-    floor = statistics.median(per["as root"])
-    rows = [(name, statistics.median(v), statistics.median(v) - floor) for name, v in per.items()]
+    floor = per["as root"]
+    rows = [
+        (
+            name,
+            statistics.median(v),
+            statistics.median(v) - statistics.median(floor),
+            statistics.median(a / b for a, b in zip(v, floor, strict=True)),
+        )
+        for name, v in per.items()
+    ]
     print(
-        f"one `rg --files` start as {USER}, {rounds} rounds x {STARTS} starts, medians; "
+        f"{title}, as {USER}: {rounds} rounds x {starts}, medians; "
         f"{ballast_mib} MiB heap; cpu count {os.cpu_count()}"
     )
-    print(table(["way", "ms per start", "over root"], rows))
-    del ballast
+    print(table(["way", "ms per run", "over root", "/root"], rows))
 
 
 def main(argv: Sequence[str] = ()) -> None:
