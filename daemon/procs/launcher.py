@@ -407,16 +407,9 @@ def launcher_for(user: ExecUser) -> Launcher:
     loop = asyncio.get_running_loop()
     key = (user.uid, user.gid, tuple(user.groups))
     found = _launchers.get(key)
-    if found is None or found.loop is not loop or found.loop.is_closed():
-        if found is not None and not found.loop.is_closed():
-            found.close()
+    if found is None or found.loop is not loop:
+        if found is not None:  # a loop that ended (tests run several): its launcher goes too
+            with contextlib.suppress(RuntimeError):
+                found.close()
         found = _launchers[key] = Launcher(user, loop)
     return found
-
-
-def close_all() -> None:
-    """Stop every launcher (daemon shutdown)."""
-    for launcher in list(_launchers.values()):
-        with contextlib.suppress(RuntimeError):
-            launcher.close()
-    _launchers.clear()
