@@ -379,6 +379,9 @@ async def spawn_as(
     if user is None or user.is_current:
         return await pipes(argv, cwd, env, pass_fds, {})
     # One record carries at most SCM_MAX_FD descriptors (pipes, cwd and ``pass_fds``).
+    # Started on the first search, not at start-up: asyncio's thread that waits for the
+    # launcher is then born with the exec user's filesystem identity, as every other
+    # thread of the serving daemon (rights.py).
     fits = len(pass_fds) + 3 <= _MAX_FDS
     if fits and os.environ.get(ENV_SWITCH, "on").strip().lower() not in ("off", "0", "no"):
         launcher = launcher_for(user)
