@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import resource
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..identity import ExecUser, spawn_kwargs
+from ..identity import ExecUser
 from ..procs.group import kill_group
+from ..procs.launcher import Launched, spawn_as
 from .limits import ENGINE_OUTPUT_CAP, STDERR_CAP
 from .stall import watch_for_pipe_stall
 
@@ -81,17 +80,14 @@ async def run_engine(
     nothing more); ``pass_fds``: descriptors the engine reads by number (recount).
     """
     loop = asyncio.get_running_loop()
-    argv, switch = as_user(argv, user)
-    who = {**_group_kwargs(), **switch}
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        pass_fds=tuple(pass_fds),
-        **who,
+    proc = await spawn_as(
+        user,
+        argv,
+        cwd=str(cwd),
+        env=env,
+        pass_fds=pass_fds,
+        new_session=_OWN_SESSION,
+        pipes=_spawn_pipes,
     )
     _limit_memory(proc.pid)
     stderr = bytearray()
@@ -151,6 +147,8 @@ async def run_engine(
             stderr_task.cancel()
         if not stall_task.done():
             stall_task.cancel()
+        if isinstance(proc, Launched):
+            proc.release()
     pipe_stall = (
         stall_task.done()
         and not stall_task.cancelled()
@@ -202,35 +200,25 @@ def _group_kwargs() -> dict[str, Any]:
 ENGINE_MEMORY_LIMIT = 1 << 30
 
 
-@functools.cache
-def _setpriv() -> str | None:
-    return shutil.which("setpriv")
-
-
-def as_user(argv: Sequence[str], user: ExecUser | None) -> tuple[list[str], dict[str, Any]]:
-    """``argv`` and spawn arguments that run it as ``user`` (the exec user).
-
-    Through ``setpriv`` (util-linux) when it is installed: ``subprocess`` can then
-    ``vfork``, where asking it to switch users itself makes it ``fork`` the whole
-    daemon (measured here: 19 ms against 2.5 ms per engine start on a loaded 2-CPU
-    machine, twice per count search). ``setpriv`` sets the real, effective and saved
-    uid and gid and the groups, so the kernel drops every capability before rg runs.
-    Without it, ``subprocess``'s own ``user``/``group``/``extra_groups``.
-    """
-    if user is None or user.is_current:
-        return list(argv), {}
-    setpriv = _setpriv()
-    if setpriv is None:
-        return list(argv), spawn_kwargs(user)
-    groups = ",".join(str(g) for g in user.groups)
-    return [
-        setpriv,
-        f"--reuid={user.uid}",
-        f"--regid={user.gid}",
-        f"--groups={groups}" if groups else "--clear-groups",
-        "--",
+async def _spawn_pipes(
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str] | None,
+    pass_fds: Sequence[int],
+    who: dict[str, Any],
+) -> asyncio.subprocess.Process:
+    """The per-spawn way: ``asyncio``'s subprocess with the engine's group and ``who``."""
+    kwargs = {**_group_kwargs(), **who}
+    return await asyncio.create_subprocess_exec(
         *argv,
-    ], {}
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        pass_fds=tuple(pass_fds),
+        **kwargs,
+    )
 
 
 def _limit_memory(pid: int) -> None:
