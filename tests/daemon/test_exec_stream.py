@@ -185,14 +185,16 @@ async def test_read_scope_is_refused(daemon: RunningDaemon) -> None:
     assert info.value.code == "unauthorized"
 
 
-async def test_spill_and_caps_like_exec(client: DaemonClient) -> None:
+async def test_caps_like_exec_without_a_spill(client: DaemonClient, daemon: RunningDaemon) -> None:
     script = "import sys; [print(f'line {i:05d}') for i in range(20000)]"
+    before = set(daemon.artifacts_dir.glob("exec-*"))
     events = await collect(client, argv=[sys.executable, "-c", script], max_output_bytes=1000)
     last = events[-1]
-    assert isinstance(last, ExecExitEvent) and last.stdout_truncated and last.spill_path
-    # The stream still carried everything; the spill is the whole record on disk.
+    assert isinstance(last, ExecExitEvent) and last.stdout_truncated
+    # The stream carried everything: no second copy is written to disk while it is read.
     assert output(events, "stdout").count("\n") == 20000
-    assert Path(last.spill_path).read_text().count("\n") == 20000
+    assert last.spill_path is None
+    assert set(daemon.artifacts_dir.glob("exec-*")) == before
 
 
 async def test_openapi_describes_the_stream(client: DaemonClient) -> None:
