@@ -48,7 +48,6 @@ OCTET = "application/octet-stream"
 BODY_IDLE_S = 60.0  # an upload that sends nothing for this long is abandoned
 # Bytes handed to the threads at a time: few hops per GiB, two batches in memory at most.
 _BATCH = 4 << 20
-_IOV_MAX = 1024
 _MODE = re.compile(r"0?o?([0-7]{3,4})")
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
@@ -162,22 +161,16 @@ class Staged:
     sha: hashlib._Hash
     size: int = 0
 
-    def write(self, chunks: list[bytes]) -> None:
-        """Append ``chunks`` with ``writev`` (no joined copy); runs beside :meth:`digest`."""
-        views = [memoryview(c) for c in chunks if c]
-        while views:
-            done = os.writev(self.fd, views[:_IOV_MAX])
-            self.size += done
-            while views and done >= len(views[0]):
-                done -= len(views[0])
-                views.pop(0)
-            if done:
-                views[0] = views[0][done:]
+    def write(self, data: bytes) -> None:
+        """Append ``data`` (one large buffer: the GIL is let go for the whole write)."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        self.size += len(data)
 
-    def digest(self, chunks: list[bytes]) -> None:
-        """Hash ``chunks`` in order (hashlib lets go of the GIL on large buffers)."""
-        for chunk in chunks:
-            self.sha.update(chunk)
+    def digest(self, data: bytes) -> None:
+        """Hash ``data``, beside :meth:`write` (hashlib lets go of the GIL on large buffers)."""
+        self.sha.update(data)
 
     def abandon(self) -> None:
         if self.fd >= 0:
@@ -300,9 +293,12 @@ async def put_file(request: web.Request, ws: Workspace, scope: Scope) -> web.Res
                 batched += len(chunk)
             if batched >= _BATCH or (not chunk and batch):
                 await _settle(inflight)
+                # One buffer: two threads each make one GIL-free call on it, where many small
+                # chunks would have them fight the loop for the GIL once per chunk.
+                data = b"".join(batch)
                 inflight = [
-                    asyncio.ensure_future(asyncio.to_thread(staged.write, batch)),
-                    asyncio.ensure_future(asyncio.to_thread(staged.digest, batch)),
+                    asyncio.ensure_future(asyncio.to_thread(staged.write, data)),
+                    asyncio.ensure_future(asyncio.to_thread(staged.digest, data)),
                 ]
                 batch, batched = [], 0
             if not chunk:
