@@ -43,6 +43,7 @@ from .workspace import Workspace
 log = logging.getLogger("airlockd")
 
 NDJSON = "application/x-ndjson"
+_QUEUED_BYTES = 4 * 1024 * 1024
 
 
 def _line(event: dict[str, Any]) -> bytes:
@@ -78,6 +79,10 @@ async def exec_stream(
 
     async def on_start(pid: int) -> None:
         await response.prepare(request)
+        if request.transport is not None:
+            # Let a few reads' worth of events queue before backpressure: the daemon keeps
+            # reading the pipe while a client waiting for the CPU catches up (bounded per stream).
+            request.transport.set_write_buffer_limits(high=_QUEUED_BYTES)
         await send({"type": "started", "pid": pid})
 
     async def on_output(stream: str, data: bytes) -> None:
