@@ -4,7 +4,8 @@ All in one run on the same machine, so the ratios hold while its load drifts:
 
 - throughput: ``yes | head -c SIZE`` through ``POST /v1/exec/stream`` (read raw
   by aiohttp, and through ``DaemonClient.exec_stream()``'s typed events) against
-  the same command piped to ``/dev/null`` locally (target: at least 0.5x);
+  the same command piped to ``/dev/null`` locally and read by Python from a local pipe
+  (the contract's goal: at least 0.3x of the Python reader);
 - first-byte latency: a command prints its clock (``CLOCK_REALTIME`` ns) then
   sleeps; the client subtracts it from its own clock when the event arrives
   (target p50 under 5 ms);
@@ -151,17 +152,20 @@ async def run(size_mb: int, rounds: int, samples: int) -> str:
     raw_rate = size_mb / percentile(raw_s, 50)
     typed_rate = size_mb / percentile(typed_s, 50)
     rows = [
-        ["local pipe to /dev/null", f"{local_rate:.0f}", "1.00", "-"],
-        ["local pipe read by Python", f"{reader_rate:.0f}", f"{reader_rate / local_rate:.2f}", "-"],
+        ["local pipe to /dev/null", f"{local_rate:.0f}", "1.00",
+         f"{local_rate / reader_rate:.2f}", "-"],
+        ["local pipe read by Python", f"{reader_rate:.0f}", f"{reader_rate / local_rate:.2f}",
+         "1.00", "-"],
         ["/v1/exec/stream (raw read)", f"{raw_rate:.0f}", f"{raw_rate / local_rate:.2f}",
-         f"{raw_cpu * 1000 / (size_mb * rounds):.2f}"],
+         f"{raw_rate / reader_rate:.2f}", f"{raw_cpu * 1000 / (size_mb * rounds):.2f}"],
         ["DaemonClient.exec_stream()", f"{typed_rate:.0f}", f"{typed_rate / local_rate:.2f}",
+         f"{typed_rate / reader_rate:.2f}",
          f"{(cpu_total - raw_cpu) * 1000 / (size_mb * rounds):.2f}"],
     ]  # fmt: skip
     report = [
         f"streaming {size_mb} MB of `yes | head -c`, median of {rounds} rounds "
-        "(target: stream >= 0.5x local)",
-        table(["path", "MB/s", "x local", "daemon CPU ms/MB"], rows),
+        "(goal: stream >= 0.3x the Python reader)",
+        table(["path", "MB/s", "x local", "x Python reader", "daemon CPU ms/MB"], rows),
         "",
         f"first-event latency after the command prints ({len(lat)} samples; target p50 < 5 ms)",
         table(

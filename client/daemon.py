@@ -61,6 +61,7 @@ from .errors import (
     UnknownTool,
     tool_error,
 )
+from .ndjson import LineSplitter
 from .transfer import TransferMethods
 
 # ``AirlockError`` is the client's ToolError: a subclass of the daemon's AirlockError
@@ -316,17 +317,14 @@ class DaemonClient(AsyncClosing, AsyncToolMethods, TransferMethods):
             ) as resp:
                 if resp.status >= 400:
                     raise _error_from_response(resp.status, await resp.read())
-                pending = b""
+                splitter = LineSplitter()
                 async for chunk in resp.content.iter_any():
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            event = _EVENT_ADAPTER.validate_json(line)
-                            if isinstance(event, ExecErrorEvent):
-                                err = event.error
-                                raise tool_error(err.code, err.message, err.details)
-                            yield event
+                    for line in splitter.feed(chunk):
+                        event = _EVENT_ADAPTER.validate_json(line)
+                        if isinstance(event, ExecErrorEvent):
+                            err = event.error
+                            raise tool_error(err.code, err.message, err.details)
+                        yield event
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise CallTimeout(
                 f"airlockd at {self.endpoint} did not finish the exec stream within {limit:g}s"

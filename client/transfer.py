@@ -33,6 +33,7 @@ from airlock.daemon.protocol import ArchivePutOutput, FileTransferOutput, WatchE
 
 from ._closing import AsyncClosing
 from .errors import CallTimeout, DaemonUnavailable, Internal, tool_error
+from .ndjson import LineSplitter
 
 CHUNK = 1 << 20
 
@@ -161,7 +162,7 @@ class WatchStream(AsyncClosing):
         self._body = body
         self._cm: contextlib.AbstractAsyncContextManager[aiohttp.ClientResponse] | None = None
         self._resp: aiohttp.ClientResponse | None = None
-        self._pending = b""
+        self._splitter = LineSplitter()
         self._lines: list[bytes] = []
 
     async def open(self) -> WatchStream:
@@ -192,9 +193,7 @@ class WatchStream(AsyncClosing):
             if not chunk:
                 await self.aclose()
                 raise StopAsyncIteration
-            self._pending += chunk
-            *lines, self._pending = self._pending.split(b"\n")
-            self._lines = [line for line in lines if line.strip()]
+            self._lines = self._splitter.feed(chunk)
         return WatchEvent.model_validate_json(self._lines.pop(0))
 
 

@@ -8,9 +8,10 @@ Events, one JSON object a line::
 
 ``data`` is UTF-8 (invalid bytes replaced) and never splits a character
 across events; one event carries at most 64 KiB of the command's output, and
-``offset`` is the byte offset of its first byte in that stream. The ``exit``
-event also carries ``exec``'s ``signal``, ``stdout_truncated``,
-``stderr_truncated`` and ``spill_path``. Everything before ``started`` (bad
+``offset`` is the byte offset of its first byte in that stream (the lines are
+built by :mod:`.exec_events`). The ``exit`` event also carries ``exec``'s
+``signal``, ``stdout_truncated``, ``stderr_truncated`` and ``spill_path``
+(null: a streamed command is not spilled, its client holds every byte). Everything before ``started`` (bad
 input, a missing program, the token's scope) is the ordinary JSON error
 envelope with its HTTP status; a failure after it (there should be none) is a
 last ``{"type": "error", "error": {...}}`` event. A client that goes away
@@ -33,7 +34,7 @@ from aiohttp import web
 
 from .auth import Scope
 from .errors import AirlockError, Forbidden
-from .procs.utf8 import Utf8Chunker
+from .exec_events import OutputEncoder
 from .protocol import ExecInput
 from .request_body import read_stream_input
 from .tools.exec import run_exec
@@ -42,6 +43,7 @@ from .workspace import Workspace
 log = logging.getLogger("airlockd")
 
 NDJSON = "application/x-ndjson"
+_QUEUED_BYTES = 4 * 1024 * 1024
 
 
 def _line(event: dict[str, Any]) -> bytes:
@@ -65,20 +67,28 @@ async def exec_stream(
     req = await parse_exec_input(request, scope)
     response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-store"})
     write_lock = asyncio.Lock()
-    chunkers = {"stdout": Utf8Chunker(), "stderr": Utf8Chunker()}
+    encoders = {"stdout": OutputEncoder("stdout"), "stderr": OutputEncoder("stderr")}
+
+    async def send_lines(lines: list[bytes]) -> None:
+        # One write for all the lines of a read: one send(2), one drain check.
+        async with write_lock:
+            await response.write(lines[0] if len(lines) == 1 else b"".join(lines))
 
     async def send(event: dict[str, Any]) -> None:
-        async with write_lock:
-            await response.write(_line(event))
+        await send_lines([_line(event)])
 
     async def on_start(pid: int) -> None:
         await response.prepare(request)
+        if request.transport is not None:
+            # Let a few reads' worth of events queue before backpressure: the daemon keeps
+            # reading the pipe while a client waiting for the CPU catches up (bounded per stream).
+            request.transport.set_write_buffer_limits(high=_QUEUED_BYTES)
         await send({"type": "started", "pid": pid})
 
     async def on_output(stream: str, data: bytes) -> None:
-        chunk = chunkers[stream].feed(data)
-        if chunk is not None:
-            await send({"type": stream, "data": chunk.data, "offset": chunk.offset})
+        lines = encoders[stream].feed(data)
+        if lines:
+            await send_lines(lines)
 
     try:
         result = await run_exec(workspace.ctx, req, on_start=on_start, on_output=on_output)
@@ -104,10 +114,10 @@ async def exec_stream(
         await _send_error(send, envelope)
         return response
     try:
-        for stream, chunker in chunkers.items():
-            tail = chunker.finish()
-            if tail is not None:
-                await send({"type": stream, "data": tail.data, "offset": tail.offset})
+        for encoder in encoders.values():
+            tail = encoder.finish()
+            if tail:
+                await send_lines(tail)
         await send({"type": "exit", **result.model_dump(exclude={"stdout", "stderr"})})
         await response.write_eof()
     except ConnectionError:

@@ -540,7 +540,9 @@ class ExecExitEvent(BaseModel):
     signal: int | None = Field(None, description="The signal that ended it, if one did.")
     stdout_truncated: bool = Field(False, description="stdout went past max_output_bytes.")
     stderr_truncated: bool = Field(False, description="stderr went past max_output_bytes.")
-    spill_path: str | None = Field(None, description="Where the full output was spilled.")
+    spill_path: str | None = Field(
+        None, description="Null: a stream is not spilled (every byte was in its events)."
+    )
 
 
 class ExecErrorEvent(BaseModel):

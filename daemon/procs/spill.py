@@ -136,8 +136,12 @@ class CappedStream:
         spill_path: Path,
         store: SpillStore | None = None,
         budget: SpillBudget | None = None,
+        *,
+        spill: bool = True,
     ) -> None:
         self.cap = cap
+        # False: keep only the head or tail in memory (a stream client already holds the rest).
+        self.spill = spill
         self.keep = keep
         self.spill_path = spill_path
         self.store = store
@@ -159,7 +163,7 @@ class CappedStream:
         1 MiB awaited at a time), so a chatty command never blocks the event
         loop on disk.
         """
-        if self._spill is None and self.total + len(data) > self.cap:
+        if self._spill is None and self.spill and self.total + len(data) > self.cap:
             earlier = bytes(self._head) if self.keep == "head" else b"".join(self._tail)
             self._spill = await asyncio.to_thread(self._open_spill)
             data_to_spill = earlier + data

@@ -23,13 +23,14 @@ from pathlib import Path
 
 from ..context import ToolContext
 from ..procs.group import kill_group
+from ..procs.pipes import widen_output
 from ..procs.spawn import plan_spawn, spawn
 from ..procs.spill import CappedStream, SpillBudget, new_call_id
 from ..procs.tree import TreeGuard
 from ..protocol import ExecInput, ExecOutput
 
-# A read plus a character the decoder held back stays within 64 KiB (one stream event).
-_CHUNK = 65536 - 4
+# Large reads: fewer wake-ups and writes per MB; a stream cuts them into 64 KiB events.
+_CHUNK = 256 * 1024
 _DRAIN_GRACE_S = 1.0
 _TRACK_INTERVAL_S = 0.05
 
@@ -112,11 +113,24 @@ async def run_exec(
     plan = plan_spawn(ctx, req.argv, req.cwd, req.env, req.granted_paths, call_id)
     store = ctx.procs.spills
     budget = SpillBudget(store.per_exec_cap)
+    # A stream client receives every byte as it is read: a spill file would be a second copy
+    # written at the stream's speed, so a streamed command keeps only its head or tail.
+    spill_to_disk = on_output is None
     out = CappedStream(
-        req.max_output_bytes, req.keep, store.directory / f"{call_id}.stdout", store, budget
+        req.max_output_bytes,
+        req.keep,
+        store.directory / f"{call_id}.stdout",
+        store,
+        budget,
+        spill=spill_to_disk,
     )
     err = CappedStream(
-        req.max_output_bytes, req.keep, store.directory / f"{call_id}.stderr", store, budget
+        req.max_output_bytes,
+        req.keep,
+        store.directory / f"{call_id}.stderr",
+        store,
+        budget,
+        spill=spill_to_disk,
     )
     started = time.monotonic()
     cell = ctx.procs.containment.cell(call_id)
@@ -125,6 +139,8 @@ async def run_exec(
     except BaseException:
         cell.close()
         raise
+    if on_output is not None:
+        widen_output(proc)
     guard = TreeGuard(proc.pid, call_id, cell)
     tracker = asyncio.create_task(_track(guard))
     tasks: list[asyncio.Task[None]] = [tracker]
@@ -180,9 +196,9 @@ async def run_exec(
         store.release(out.spill_path, err.spill_path)
     code = proc.returncode
     spill: Path | None = None
-    if out.truncated:
+    if out.truncated and out.spill:
         spill = out.spill_path
-    elif err.truncated:
+    elif err.truncated and err.spill:
         spill = err.spill_path
     return ExecOutput(
         exit_code=code if code is not None and code >= 0 else None,

@@ -46,7 +46,8 @@ from .common import (
 
 OCTET = "application/octet-stream"
 BODY_IDLE_S = 60.0  # an upload that sends nothing for this long is abandoned
-_BATCH = 1 << 20
+# Bytes handed to the threads at a time: few hops per GiB, two batches in memory at most.
+_BATCH = 4 << 20
 _MODE = re.compile(r"0?o?([0-7]{3,4})")
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
@@ -161,11 +162,15 @@ class Staged:
     size: int = 0
 
     def write(self, data: bytes) -> None:
-        self.sha.update(data)
+        """Append ``data`` (one large buffer: the GIL is let go for the whole write)."""
         view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view) :]
         self.size += len(data)
+
+    def digest(self, data: bytes) -> None:
+        """Hash ``data``, beside :meth:`write` (hashlib lets go of the GIL on large buffers)."""
+        self.sha.update(data)
 
     def abandon(self) -> None:
         if self.fd >= 0:
@@ -260,6 +265,14 @@ async def _next_chunk(request: web.Request) -> bytes:
         ) from None
 
 
+async def _settle(inflight: list[asyncio.Future[None]]) -> None:
+    """Wait for both threads of a batch (never leaving one running), then raise what failed."""
+    if inflight:
+        await asyncio.wait(inflight)
+        for future in inflight:
+            future.result()
+
+
 async def put_file(request: web.Request, ws: Workspace, scope: Scope) -> web.Response:
     need_write(scope, "PUT /v1/files")
     path, root = query_path(request)
@@ -268,27 +281,35 @@ async def put_file(request: web.Request, ws: Workspace, scope: Scope) -> web.Res
     ctx = ws.ctx
     resolved = resolve_target(ctx, path, root, "write")
     staged = await asyncio.to_thread(stage, ctx, resolved)
-    pending: asyncio.Future[None] | None = None
+    # The previous batch's write and hash, each on a worker thread, while the next one is read.
+    inflight: list[asyncio.Future[None]] = []
     try:
-        batch = bytearray()
+        batch: list[bytes] = []
+        batched = 0
         while True:
             chunk = await _next_chunk(request)
             if chunk:
-                batch += chunk
-            if len(batch) >= _BATCH or (not chunk and batch):
-                if pending is not None:
-                    await pending
-                data, batch = bytes(batch), bytearray()
-                pending = asyncio.ensure_future(asyncio.to_thread(staged.write, data))
+                batch.append(chunk)
+                batched += len(chunk)
+            if batched >= _BATCH or (not chunk and batch):
+                await _settle(inflight)
+                # One buffer: two threads each make one GIL-free call on it, where many small
+                # chunks would have them fight the loop for the GIL once per chunk.
+                data = b"".join(batch)
+                inflight = [
+                    asyncio.ensure_future(asyncio.to_thread(staged.write, data)),
+                    asyncio.ensure_future(asyncio.to_thread(staged.digest, data)),
+                ]
+                batch, batched = [], 0
             if not chunk:
                 break
-        if pending is not None:
-            await pending
+        await _settle(inflight)
+        inflight = []
         async with ctx.locks.hold([resolved.real]):
             await asyncio.to_thread(publish, staged, expected, mode, ctx.roots.new_owner)
     finally:
-        if pending is not None:  # a write still running on its thread owns the fd until done
-            await asyncio.wait([pending])
+        if inflight:  # a write still running on its thread owns the fd until done
+            await asyncio.wait(inflight)
         # Off the loop (unlinking a big temp file frees its blocks), and run to its end.
         await asyncio.wait([asyncio.ensure_future(asyncio.to_thread(staged.abandon))])
     return web.json_response(

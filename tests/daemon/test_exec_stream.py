@@ -125,6 +125,33 @@ async def test_one_mib_of_multibyte_output_in_bounded_events(client: DaemonClien
     assert isinstance(events[-1], ExecExitEvent) and events[-1].exit_code == 0
 
 
+async def test_wire_lines_are_json_dumps_with_exact_offsets(daemon: RunningDaemon) -> None:
+    # 3- and 4-byte characters against 256 KiB reads and 64 KiB events, invalid bytes, quotes,
+    # backslashes and controls; read raw so the bytes on the wire are what is checked.
+    out = ("x" + "€" * 90_000 + "😀" * 70_000 + '"\\\t\x01\x7f' * 5000).encode() + b"\xff\xe2\x82"
+    (daemon.workspace / "wire.bin").write_bytes(out)
+    body = {"argv": ["cat", "wire.bin"]}
+    conn = aiohttp.UnixConnector(path=str(daemon.socket))
+    headers = {"Authorization": "Bearer w-token"}
+    async with (
+        aiohttp.ClientSession(connector=conn, headers=headers) as http,
+        http.post("http://d/v1/exec/stream", json=body) as resp,
+    ):
+        raw = await resp.read()
+    lines = raw.split(b"\n")[:-1]
+    events = [json.loads(line) for line in lines]
+    for line, event in zip(lines, events, strict=True):
+        assert line == json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
+    chunks = [e for e in events if e["type"] == "stdout"]
+    offsets = [e["offset"] for e in chunks] + [len(out)]
+    assert offsets[0] == 0 and len(chunks) > 10
+    for event, start, end in zip(chunks, offsets, offsets[1:], strict=False):
+        assert 0 < end - start <= 64 * 1024 and len(event["data"].encode()) <= 64 * 1024
+        assert event["data"] == out[start:end].decode("utf-8", errors="replace")
+    assert "".join(e["data"] for e in chunks) == out.decode("utf-8", errors="replace")
+    assert events[-1]["type"] == "exit" and events[-1]["exit_code"] == 0
+
+
 async def test_timeout_ends_with_a_timed_out_exit(client: DaemonClient) -> None:
     events = await collect(client, argv=["sh", "-c", "echo start; exec sleep 60"], timeout_s=1)
     assert output(events, "stdout") == "start\n"
@@ -185,14 +212,16 @@ async def test_read_scope_is_refused(daemon: RunningDaemon) -> None:
     assert info.value.code == "unauthorized"
 
 
-async def test_spill_and_caps_like_exec(client: DaemonClient) -> None:
+async def test_caps_like_exec_without_a_spill(client: DaemonClient, daemon: RunningDaemon) -> None:
     script = "import sys; [print(f'line {i:05d}') for i in range(20000)]"
+    before = set(daemon.artifacts_dir.glob("exec-*"))
     events = await collect(client, argv=[sys.executable, "-c", script], max_output_bytes=1000)
     last = events[-1]
-    assert isinstance(last, ExecExitEvent) and last.stdout_truncated and last.spill_path
-    # The stream still carried everything; the spill is the whole record on disk.
+    assert isinstance(last, ExecExitEvent) and last.stdout_truncated
+    # The stream carried everything: no second copy is written to disk while it is read.
     assert output(events, "stdout").count("\n") == 20000
-    assert Path(last.spill_path).read_text().count("\n") == 20000
+    assert last.spill_path is None
+    assert set(daemon.artifacts_dir.glob("exec-*")) == before
 
 
 async def test_openapi_describes_the_stream(client: DaemonClient) -> None:
