@@ -154,42 +154,43 @@ def walk(
         root, root_fd, base_rel_open = root, start_fd, ""
     else:
         base_rel_open = base_rel
+    how = _How(
+        max_depth,
+        include_hidden,
+        keep_file,
+        prune_dir,
+        stats,
+        with_other,
+        skip_git,
+        skip,
+        files_first,
+    )
     try:
         with opened(root, root_fd, base_rel_open) as fd:
-            yield from _walk_dir(
-                fd,
-                base_rel,
-                1,
-                max_depth,
-                include_hidden,
-                ignore,
-                keep_file,
-                prune_dir,
-                stats,
-                with_other,
-                skip_git,
-                skip,
-                files_first,
-            )
+            yield from _walk_dir(fd, base_rel, 1, ignore, how)
     except OSError:
         return
 
 
+@dataclass(frozen=True)
+class _How:
+    """The walk's settings, the same in every folder (see :func:`walk`)."""
+
+    max_depth: int | None
+    include_hidden: bool
+    keep_file: Callable[[str], bool] | None
+    prune_dir: Callable[[str], bool] | None
+    stats: WalkStats | None
+    with_other: bool
+    skip_git: bool
+    skip: SkipRules
+    files_first: bool
+
+
 def _walk_dir(
-    dir_fd: int,
-    dir_rel: str,
-    depth: int,
-    max_depth: int | None,
-    include_hidden: bool,
-    ignore: IgnoreStack | None,
-    keep_file: Callable[[str], bool] | None,
-    prune_dir: Callable[[str], bool] | None,
-    stats: WalkStats | None,
-    with_other: bool = False,
-    skip_git: bool = True,
-    skip: SkipRules = NO_SKIP,
-    files_first: bool = False,
+    dir_fd: int, dir_rel: str, depth: int, ignore: IgnoreStack | None, how: _How
 ) -> Iterator[WalkEntry]:
+    stats, skip = how.stats, how.skip
     try:
         with os.scandir(dir_fd) as it:
             names = sorted((entry.name, entry) for entry in it)
@@ -203,12 +204,12 @@ def _walk_dir(
             if stats is not None:
                 stats.not_utf8.extend(f"{dir_rel}/{n}" if dir_rel else n for n in bad)
             names = [(name, entry) for name, entry in names if _utf8(name)]
-    if files_first:
+    if how.files_first:
         names.sort(key=lambda pair: _listed_as_dir(pair[1]))  # stable: sorted within each group
     for name, entry in names:
-        if name == ".git" and skip_git:
+        if name == ".git" and how.skip_git:
             continue
-        if not include_hidden and name.startswith("."):
+        if not how.include_hidden and name.startswith("."):
             continue
         rel = f"{dir_rel}/{name}" if dir_rel else name
         try:
@@ -222,16 +223,16 @@ def _walk_dir(
                 stats.record_ignored(rel, is_dir)
             continue
         if kind == "file":
-            if keep_file is not None and not keep_file(rel):
+            if how.keep_file is not None and not how.keep_file(rel):
                 continue
             yield WalkEntry(rel, kind, st.st_size, depth)
         elif kind == "dir":
             if skip.skips_dir(dir_fd, name):
                 continue
-            if prune_dir is not None and prune_dir(rel):
+            if how.prune_dir is not None and how.prune_dir(rel):
                 continue
             yield WalkEntry(rel, kind, None, depth)
-            if max_depth is None or depth < max_depth:
+            if how.max_depth is None or depth < how.max_depth:
                 if depth >= MAX_WALK_DEPTH:
                     if stats is not None:
                         stats.too_deep = True
@@ -243,24 +244,10 @@ def _walk_dir(
                     continue  # gone, or swapped for a link since it was listed
                 try:
                     inner = ignore.enter(child, rel) if ignore is not None else None
-                    yield from _walk_dir(
-                        child,
-                        rel,
-                        depth + 1,
-                        max_depth,
-                        include_hidden,
-                        inner,
-                        keep_file,
-                        prune_dir,
-                        stats,
-                        with_other,
-                        skip_git,
-                        skip,
-                        files_first,
-                    )
+                    yield from _walk_dir(child, rel, depth + 1, inner, how)
                 finally:
                     os.close(child)
-        elif kind == "symlink" or with_other:
+        elif kind == "symlink" or how.with_other:
             yield WalkEntry(rel, kind, None, depth)
 
 
