@@ -609,13 +609,7 @@ class Roots:
                         raise _link_refused(resolved.display) from None
                     raise walk_error(exc, resolved.display) from None
             else:
-                try:
-                    st = os.fstat(fd)
-                    check_regular(st, resolved.display)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                return fd, st
+                return regular_fd(fd, resolved.display)
         with self.parent(resolved) as anchor:
             return anchor.open_regular()
 
@@ -738,13 +732,19 @@ class Anchor:
             if exc.errno == errno.ELOOP:
                 raise _link_refused(self.display) from None
             raise walk_error(exc, self.display) from None
-        try:
-            st = os.fstat(fd)
-            check_regular(st, self.display)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, st
+        return regular_fd(fd, self.display)
+
+
+def regular_fd(fd: int, display: str) -> tuple[int, os.stat_result]:
+    """``fd`` and its stat when it is a regular file; otherwise it is closed and the
+    refusal raised (the last step of every open of a file to read or edit)."""
+    try:
+        st = os.fstat(fd)
+        check_regular(st, display)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
 
 
 def check_regular(st: os.stat_result, display: str) -> None:
