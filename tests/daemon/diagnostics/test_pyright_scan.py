@@ -45,20 +45,20 @@ def test_scan_takes_python_files_and_skips_vendored_trees(tmp_path: Path) -> Non
     assert found[str(tmp_path / "linked.py")] == os.stat(tmp_path / "pkg" / "a.py").st_mtime_ns
 
 
-def test_scan_gives_up_on_a_tree_with_too_many_entries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("bound", "at_most"),
+    [
+        # 14 entries: every one a listed folder holds counts, skipped folders included.
+        ("MAX_SCANNED_ENTRIES", 14),
+        # 4 Python files (the link counts as one).
+        ("MAX_SCANNED_FILES", 4),
+    ],
+)
+def test_scan_gives_up_past_its_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: str, at_most: int
 ) -> None:
     _tree(tmp_path)
-    # 14 entries: every one a listed folder holds counts, skipped folders included.
-    monkeypatch.setattr(pyright_lsp, "MAX_SCANNED_ENTRIES", 13)
+    monkeypatch.setattr(pyright_lsp, bound, at_most - 1)
     assert pyright_lsp.scan(tmp_path) is None
-    monkeypatch.setattr(pyright_lsp, "MAX_SCANNED_ENTRIES", 14)
+    monkeypatch.setattr(pyright_lsp, bound, at_most)
     assert pyright_lsp.scan(tmp_path) is not None
-
-
-def test_scan_gives_up_on_too_many_python_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _tree(tmp_path)
-    monkeypatch.setattr(pyright_lsp, "MAX_SCANNED_FILES", 3)
-    assert pyright_lsp.scan(tmp_path) is None
