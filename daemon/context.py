@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .diagnostics.service import DiagnosticsService
 from .fsio import PathLocks
@@ -25,9 +25,8 @@ from .paths import (
     ResolvedPath,
     Roots,
 )
-
-if TYPE_CHECKING:
-    from .procs.table import ProcessTable
+from .procs.spill import SpillStore
+from .procs.table import ProcessTable
 
 
 @dataclass
@@ -102,9 +101,6 @@ class ToolContext:
         ctx.diagnostics = DiagnosticsService(
             roots.workspace, config.diagnostics_timeout_s, exec_user=config.exec_user, roots=roots
         )
-        from .procs.spill import SpillStore
-        from .procs.table import ProcessTable
-
         ctx.processes = ProcessTable(
             SpillStore(config.artifacts, config.exec_spill_max_bytes, config.artifacts_quota_bytes)
         )

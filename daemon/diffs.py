@@ -21,11 +21,12 @@ thread, so even a diff within budget never stalls ``/v1/health``.
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import time
 from collections.abc import Iterator
 from typing import Literal
+
+from .anchors import anchors
 
 DIFF_BUDGET_S = 2.0
 DIFF_MAX_LINES = 200_000
@@ -159,12 +160,12 @@ def opcodes(a: list[str], b: list[str], *, deadline: float, max_lines: int) -> l
         else:
             if max(mz - ma, my - mb) > max_lines:
                 raise _OverBudget("size")
-            anchors = _anchors(a, b, ma, mz, mb, my)
-            if not anchors:
+            found = anchors(a, b, ma, mz, mb, my)
+            if not found:
                 tasks.extend(_difflib_ops(a, b, ma, mz, mb, my, deadline))
             else:
                 i0, j0 = ma, mb
-                for i, j in anchors:
+                for i, j in found:
                     tasks.append(("diff", i0, i, j0, j))
                     tasks.append(("equal", i, i + 1, j, j + 1))
                     i0, j0 = i + 1, j + 1
@@ -185,44 +186,6 @@ def _difflib_ops(
         (tag, i1 + alo, i2 + alo, j1 + blo, j2 + blo)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
     ]
-
-
-def _anchors(
-    a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int
-) -> list[tuple[int, int]]:
-    """The longest increasing run of (i, j) pairs of lines unique on both sides."""
-    count_a: dict[str, int] = {}
-    for i in range(alo, ahi):
-        count_a[a[i]] = count_a.get(a[i], 0) + 1
-    where_b: dict[str, int] = {}
-    count_b: dict[str, int] = {}
-    for j in range(blo, bhi):
-        line = b[j]
-        count_b[line] = count_b.get(line, 0) + 1
-        where_b[line] = j
-    pairs = [
-        (i, where_b[a[i]]) for i in range(alo, ahi) if count_a[a[i]] == 1 and count_b.get(a[i]) == 1
-    ]
-    # Patience sorting: longest increasing subsequence of j, in O(k log k).
-    tops: list[int] = []
-    top_index: list[int] = []
-    back: list[int] = []
-    for k, (_i, j) in enumerate(pairs):
-        pos = bisect.bisect_left(tops, j)
-        if pos == len(tops):
-            tops.append(j)
-            top_index.append(k)
-        else:
-            tops[pos] = j
-            top_index[pos] = k
-        back.append(top_index[pos - 1] if pos else -1)
-    run: list[tuple[int, int]] = []
-    k = top_index[-1] if top_index else -1
-    while k >= 0:
-        run.append(pairs[k])
-        k = back[k]
-    run.reverse()
-    return run
 
 
 def _append(out: list[Opcode], op: Opcode) -> None:

@@ -249,6 +249,20 @@ def publish_temp(
             _RELEASER.close_later(held)
 
 
+def seal_temp(fd: int, mode: int, owner: tuple[int, int] | None) -> None:
+    """A temp file's last steps before it is renamed into place: owner, mode, fsync.
+
+    Shared by the atomic writer here and the commit step's staging, so both leave
+    a file owned, moded and on disk the same way.
+    """
+    if owner is not None and (owner[0] != os.geteuid() or owner[1] != os.getegid()):
+        # Only root may give a file away; an unprivileged daemon keeps its own.
+        with contextlib.suppress(PermissionError):
+            os.fchown(fd, *owner)
+    os.fchmod(fd, mode & 0o777)
+    os.fsync(fd)
+
+
 def _replace(
     dir_fd: int,
     name: str,
@@ -261,12 +275,7 @@ def _replace(
     """Owner, mode, fsync, rename (or link for ``exclusive``) into place, fsync the directory."""
     try:
         try:
-            if owner is not None and (owner[0] != os.geteuid() or owner[1] != os.getegid()):
-                # Only root may give a file away; an unprivileged daemon keeps its own.
-                with contextlib.suppress(PermissionError):
-                    os.fchown(fd, *owner)
-            os.fchmod(fd, mode & 0o777)
-            os.fsync(fd)
+            seal_temp(fd, mode, owner)
         finally:
             os.close(fd)
         if exclusive:

@@ -609,13 +609,7 @@ class Roots:
                         raise _link_refused(resolved.display) from None
                     raise walk_error(exc, resolved.display) from None
             else:
-                try:
-                    st = os.fstat(fd)
-                    check_regular(st, resolved.display)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                return fd, st
+                return regular_fd(fd, resolved.display)
         with self.parent(resolved) as anchor:
             return anchor.open_regular()
 
@@ -663,43 +657,45 @@ def _beneath(base: int, rel: str, display: str) -> int:
     raise OSError(errno.EAGAIN, "the path kept changing while it was resolved", display)
 
 
+_WALK_ERRORS: dict[int, tuple[type[AirlockError], str]] = {
+    errno.ENOENT: (
+        NotFound,
+        " (or a directory on its way) does not exist; check the path with file_list, or pass "
+        "create_dirs=true where the tool offers it",
+    ),
+    errno.ENOTDIR: (
+        InvalidRequest,
+        ": a component of this path is a file, not a directory; pick a path whose directories "
+        "are directories",
+    ),
+    errno.ELOOP: (
+        InvalidRequest,
+        ": too many levels of symbolic links (a loop, or a link where a plain file was "
+        "expected); use the path the link points to",
+    ),
+    errno.ENAMETOOLONG: (
+        InvalidRequest,
+        ": a name in this path is too long for the file system; use a shorter name",
+    ),
+    errno.EACCES: (
+        Forbidden,
+        ": permission denied by the file system; fix its permissions with exec",
+    ),
+    errno.EAGAIN: (Conflict, " kept changing while it was resolved; retry the call"),
+}
+_WALK_ERRORS[errno.EPERM] = _WALK_ERRORS[errno.EACCES]
+"""Each errno a walk meets: the envelope, and what follows the path in its message."""
+
+
 def walk_error(exc: OSError, display: str) -> AirlockError:
     """The envelope for an ``OSError`` met while walking to or opening ``display``."""
-    code = exc.errno
-    if code == errno.ENOENT:
-        return NotFound(
-            f"{display} (or a directory on its way) does not exist; check the path with "
-            "file_list, or pass create_dirs=true where the tool offers it",
-            {"path": display},
-        )
-    if code == errno.ENOTDIR:
-        return InvalidRequest(
-            f"{display}: a component of this path is a file, not a directory; pick a path "
-            "whose directories are directories",
-            {"path": display},
-        )
-    if code == errno.ELOOP:
-        return InvalidRequest(
-            f"{display}: too many levels of symbolic links (a loop, or a link where a plain "
-            "file was expected); use the path the link points to",
-            {"path": display},
-        )
-    if code == errno.ENAMETOOLONG:
-        return InvalidRequest(
-            f"{display[:200]}: a name in this path is too long for the file system; use a "
-            "shorter name",
-            {"path": display[:1000]},
-        )
-    if code in (errno.EACCES, errno.EPERM):
-        return Forbidden(
-            f"{display}: permission denied by the file system; fix its permissions with exec",
-            {"path": display},
-        )
-    if code == errno.EAGAIN:
-        return Conflict(
-            f"{display} kept changing while it was resolved; retry the call", {"path": display}
-        )
-    return InvalidRequest(f"{display}: {exc.strerror or exc}", {"path": display})
+    known = _WALK_ERRORS.get(exc.errno or 0)
+    if known is None:
+        return InvalidRequest(f"{display}: {exc.strerror or exc}", {"path": display})
+    envelope, rest = known
+    if exc.errno == errno.ENAMETOOLONG:  # the path itself may be huge: quote its start
+        return envelope(display[:200] + rest, {"path": display[:1000]})
+    return envelope(display + rest, {"path": display})
 
 
 @dataclass(frozen=True)
@@ -736,13 +732,19 @@ class Anchor:
             if exc.errno == errno.ELOOP:
                 raise _link_refused(self.display) from None
             raise walk_error(exc, self.display) from None
-        try:
-            st = os.fstat(fd)
-            check_regular(st, self.display)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, st
+        return regular_fd(fd, self.display)
+
+
+def regular_fd(fd: int, display: str) -> tuple[int, os.stat_result]:
+    """``fd`` and its stat when it is a regular file; otherwise it is closed and the
+    refusal raised (the last step of every open of a file to read or edit)."""
+    try:
+        st = os.fstat(fd)
+        check_regular(st, display)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
 
 
 def check_regular(st: os.stat_result, display: str) -> None:

@@ -55,7 +55,7 @@ from ..fsio import (
     write_at,
 )
 from ..paths import ResolvedPath, Roots
-from ..rights import as_daemon
+from ..rights import as_daemon, as_daemon_call
 
 log = logging.getLogger(__name__)
 
@@ -140,19 +140,8 @@ class Journal:
     lock_fd: int
 
     @classmethod
+    @as_daemon_call  # the state dir is the daemon's own (daemon/rights.py)
     def begin(
-        cls,
-        root: Path,
-        writes: Sequence[PlannedWrite],
-        *,
-        created_dirs: Sequence[str],
-        allowed_roots: Sequence[Path],
-    ) -> Journal:
-        with as_daemon():  # the state dir is the daemon's own (daemon/rights.py)
-            return cls._begin(root, writes, created_dirs=created_dirs, allowed_roots=allowed_roots)
-
-    @classmethod
-    def _begin(
         cls,
         root: Path,
         writes: Sequence[PlannedWrite],

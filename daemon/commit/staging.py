@@ -32,6 +32,7 @@ from ..fsio import (
     current_at,
     refuse_read_only,
     release_later,
+    seal_temp,
     temp_name_for,
 )
 from ..paths import Anchor
@@ -134,12 +135,7 @@ def _write_temp(
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            if owner is not None and (owner[0] != os.geteuid() or owner[1] != os.getegid()):
-                # Only root may give a file away; an unprivileged daemon keeps its own.
-                with contextlib.suppress(PermissionError):
-                    os.fchown(fd, *owner)
-            os.fchmod(fd, mode & 0o777)
-            os.fsync(fd)
+            seal_temp(fd, mode, owner)
         finally:
             os.close(fd)
     except BaseException:

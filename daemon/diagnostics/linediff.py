@@ -13,11 +13,11 @@ large region, never to quadratic time.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import Counter
 from collections.abc import Sequence
 from itertools import compress, count
 from operator import ne
+
+from ..anchors import anchors
 
 Region = tuple[int, int, int, int]
 """``(old_start, old_end, new_start, new_end)``: half-open line ranges that differ."""
@@ -166,7 +166,7 @@ def _patience(old: Sequence[bytes | str], new: Sequence[bytes | str]) -> list[Re
         hi_new -= 1
     if lo == hi_old and lo == hi_new:
         return []
-    pairs = _anchors(old, new, lo, hi_old, lo, hi_new)
+    pairs = anchors(old, new, lo, hi_old, lo, hi_new)
     out: list[Region] = []
     i, j = lo, lo
     for a, b in [*pairs, (hi_old, hi_new)]:
@@ -182,39 +182,3 @@ def _patience(old: Sequence[bytes | str], new: Sequence[bytes | str]) -> list[Re
             out.append((i, ea, j, eb))
         i, j = a + 1, b + 1
     return out
-
-
-def _anchors(
-    old: Sequence[bytes | str], new: Sequence[bytes | str], os_: int, oe: int, ns: int, ne: int
-) -> list[tuple[int, int]]:
-    """Lines unique on both sides, in an order increasing on both (LIS by old index)."""
-    count_old = Counter(old[os_:oe])
-    count_new = Counter(new[ns:ne])
-    where_old = {line: i for i, line in enumerate(old[os_:oe], os_) if count_old[line] == 1}
-    candidates = [
-        (where_old[line], j)
-        for j, line in enumerate(new[ns:ne], ns)
-        if count_new[line] == 1 and line in where_old
-    ]
-    if not candidates:
-        return []
-    # Longest increasing subsequence of old indices (candidates are sorted by new index).
-    tails: list[int] = []
-    tail_at: list[int] = []
-    back = [-1] * len(candidates)
-    for index, (a, _) in enumerate(candidates):
-        k = bisect_left(tails, a)
-        if k == len(tails):
-            tails.append(a)
-            tail_at.append(index)
-        else:
-            tails[k] = a
-            tail_at[k] = index
-        back[index] = tail_at[k - 1] if k else -1
-    chain: list[tuple[int, int]] = []
-    at = tail_at[-1]
-    while at >= 0:
-        chain.append(candidates[at])
-        at = back[at]
-    chain.reverse()
-    return chain

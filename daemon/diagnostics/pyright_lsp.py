@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import json
 import os
+import stat
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 
 from ..procs.group import kill_group
 from ..protocol import Severity
+from ..search.walk import SkipRules, WalkStats, walk
 from .model import MAX_FINDINGS_PER_FILE, Finding, finding
 from .procs import (
     READ_SCOPE,
@@ -44,6 +46,7 @@ MAX_SCANNED_FILES = 20_000
 MAX_SCANNED_ENTRIES = 200_000
 MAX_AGE_S = 900.0
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "dist", "build"})
+_SKIP = SkipRules(dirs=_SKIP_DIRS, hidden_dirs=True, venvs=True)
 _SEVERITY: dict[int, Severity] = {1: "error", 2: "warning", 3: "info"}
 
 
@@ -67,25 +70,31 @@ def scan(root: Path) -> dict[str, int] | None:
     files, or too many entries: a root without project markers can be ``/tmp``).
     """
     seen: dict[str, int] = {}
-    visited = 0
-    for folder, dirs, names in os.walk(root):
-        visited += len(dirs) + len(names)
-        if visited > MAX_SCANNED_ENTRIES:
+    stats = WalkStats()
+    top = str(root)
+    for entry in walk(
+        root,
+        "",
+        max_depth=None,
+        include_hidden=True,
+        ignore=None,
+        stats=stats,
+        with_other=True,
+        skip=_SKIP,
+    ):
+        if stats.listed > MAX_SCANNED_ENTRIES:
             return None
-        dirs[:] = [
-            d
-            for d in dirs
-            if not d.startswith(".")
-            and d not in _SKIP_DIRS
-            and not (Path(folder, d, "pyvenv.cfg")).exists()
-        ]
-        for name in names:
-            if name.endswith((".py", ".pyi")):
-                path = os.path.join(folder, name)
-                with contextlib.suppress(OSError):
-                    seen[path] = os.stat(path).st_mtime_ns
+        if entry.kind == "dir" or not entry.rel.endswith((".py", ".pyi")):
+            continue
+        path = os.path.join(top, entry.rel)
+        with contextlib.suppress(OSError):
+            st = os.stat(path)  # a link to a file counts as that file, as before
+            if not stat.S_ISDIR(st.st_mode):
+                seen[path] = st.st_mtime_ns
         if len(seen) > MAX_SCANNED_FILES:
             return None
+    if stats.listed > MAX_SCANNED_ENTRIES:
+        return None
     return seen
 
 

@@ -31,6 +31,7 @@ from ..protocol import (
 )
 from ..worktree import find_work_tree
 from . import git_diff, types
+from .ahead import Ahead
 from .expand import MAX_FILES, expand
 from .model import (
     CheckResult,
@@ -455,30 +456,6 @@ class DiagnosticsService:
 
 AHEAD_MAX_BYTES = 16 * 1024 * 1024
 """Larger files are checked from disk after the write (their bytes are not piped)."""
-
-
-class Ahead:
-    """Worker checks of an edit's new bytes, running while the edit writes them."""
-
-    def __init__(self) -> None:
-        self._jobs: dict[Path, tuple[list[str], Results, asyncio.Future[None]]] = {}
-
-    def add(self, real: Path, checks: list[str], results: Results, job: Awaitable[None]) -> None:
-        self._jobs[real] = (checks, results, asyncio.ensure_future(job))
-
-    def checks_for(self, real: Path) -> list[str] | None:
-        """Which checks ``real``'s new bytes are being checked for (None: not checked)."""
-        entry = self._jobs.get(real)
-        return entry[0] if entry is not None else None
-
-    async def results(self, real: Path) -> Results:
-        _, results, job = self._jobs[real]
-        await asyncio.shield(job)
-        return results
-
-    def cancel(self) -> None:
-        for _, _, job in self._jobs.values():
-            job.cancel()
 
 
 def _merge(into: Results, part: Results) -> None:

@@ -5,19 +5,44 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from ..fsio import PlannedWrite
 from ..paths import ResolvedPath
 from ..protocol import Diagnostic, SkippedCheck
+from .ahead import Ahead
 from .baseline import new_findings
 from .model import CheckResult, Finding
 from .report import Results, capped, skipped_entries
 
-if TYPE_CHECKING:
-    from pathlib import Path
 
-    from .service import Ahead, DiagnosticsService
+class EditChecks(Protocol):
+    """What a tracker needs from the diagnostics service.
+
+    :class:`~airlock.daemon.diagnostics.service.DiagnosticsService` satisfies it;
+    the service builds trackers, so naming the needs here keeps this module below it.
+    """
+
+    @property
+    def edit_checks(self) -> Sequence[str]: ...
+
+    generation: int
+
+    async def collect(
+        self,
+        paths: Sequence[ResolvedPath],
+        checks: Sequence[str],
+        *,
+        reuse_types: bool = ...,
+        worker_plan: dict[Path, list[str]] | None = ...,
+        ahead: Ahead | None = ...,
+        for_edit: bool = ...,
+    ) -> Results: ...
+
+    def ahead(
+        self, contents: dict[Path, tuple[str, bytes]], plan: dict[Path, list[str]]
+    ) -> Ahead: ...
 
 
 def _cancel_soon(task: asyncio.Task[Results], loop: asyncio.AbstractEventLoop) -> None:
@@ -35,9 +60,7 @@ class EditTracker:
     method returns at once and nothing is spawned.
     """
 
-    def __init__(
-        self, service: DiagnosticsService, paths: Sequence[ResolvedPath], enabled: bool
-    ) -> None:
+    def __init__(self, service: EditChecks, paths: Sequence[ResolvedPath], enabled: bool) -> None:
         self.service = service
         self.paths = list(paths)
         self.enabled = enabled

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..protocol import Severity
 from ..rights import as_daemon_call
+from .group import TypeGroup
 from .languages import language_of
 from .model import MAX_FINDINGS_PER_FILE, Finding, finding
 from .procs import READ_SCOPE, CheckUnavailable, RunAs, run_bounded
@@ -48,20 +49,6 @@ PYRIGHT_NO_RULE = NO_RULE
 _PY_MARKERS = ("pyrightconfig.json", "pyproject.toml", "setup.cfg", "setup.py", ".git")
 _TS_CONFIGS = ("tsconfig.json", "jsconfig.json")
 _PY_SEVERITY: dict[str, Severity] = {"error": "error", "warning": "warning", "information": "info"}
-
-
-@dataclass
-class TypeGroup:
-    """Files one checker process handles, and how to run it."""
-
-    tool: str  # "basedpyright" | "typescript"
-    cwd: Path
-    files: dict[Path, str] = field(default_factory=dict)  # real -> display
-    config: Path | None = None
-    typescript: Path | None = None
-    python: Path | None = None
-    run_as: RunAs = READ_SCOPE
-    env: dict[str, str] | None = None
 
 
 @dataclass

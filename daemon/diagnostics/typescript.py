@@ -12,16 +12,13 @@ import importlib.util
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..protocol import Severity
 from ..rights import as_daemon_call
+from .group import TypeGroup
 from .model import MAX_FINDINGS_PER_FILE, Finding, finding
 from .procs import READ_SCOPE, CheckUnavailable, RunAs
 from .worker_client import WorkerClient
-
-if TYPE_CHECKING:
-    from .types import TypeGroup
 
 CHECK = "types"
 TYPESCRIPT_ENV = "AIRLOCK_TYPESCRIPT"

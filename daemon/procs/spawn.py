@@ -16,16 +16,42 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from ..context import ToolContext
 from ..errors import InvalidRequest, NotFound
-from ..identity import spawn_kwargs
-from ..paths import ResolvedPath
+from ..identity import ExecUser, spawn_kwargs
+from ..paths import Intent, ResolvedPath, Roots
 from ..tracing import trace_env
 from .contain import Cell
 from .cwd import check_cwd, opened_cwd, then
 from .pty import PtyPair, take_terminal
 from .tree import MARKER_VAR
+
+
+class UserConfig(Protocol):
+    """The one setting a spawn reads from the daemon's configuration."""
+
+    @property
+    def exec_user(self) -> ExecUser | None: ...
+
+
+class SpawnSite(Protocol):
+    """What starting a command needs from the daemon: the roots and who runs it.
+
+    :class:`~airlock.daemon.context.ToolContext` satisfies it; naming the needs here
+    keeps ``procs`` below ``context`` (the context owns a process table, the table
+    spawns), so the import graph has no circle.
+    """
+
+    @property
+    def roots(self) -> Roots: ...
+
+    @property
+    def config(self) -> UserConfig: ...
+
+    def resolve(
+        self, raw: str, *, intent: Intent = ..., granted: Sequence[str] = ...
+    ) -> ResolvedPath: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +81,7 @@ def check_env(env: Mapping[str, str]) -> None:
 
 
 def plan_spawn(
-    ctx: ToolContext,
+    ctx: SpawnSite,
     argv: Sequence[str],
     cwd: str,
     env: Mapping[str, str],
@@ -75,7 +101,7 @@ def plan_spawn(
 
 
 async def spawn(
-    ctx: ToolContext,
+    ctx: SpawnSite,
     plan: SpawnPlan,
     *,
     stdin: bool,

@@ -17,7 +17,6 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..protocol import (
@@ -39,6 +38,7 @@ from ..protocol import (
 from .contain import Containment
 from .pty import DEFAULT_TERM, PtyChannel, PtyPair
 from .ring import OutputRing
+from .spawn import SpawnSite, plan_spawn, spawn
 from .spill import SpillStore
 from .tree import (
     TreeGuard,
@@ -47,9 +47,6 @@ from .tree import (
     descendants,
     subtree,
 )
-
-if TYPE_CHECKING:
-    from ..context import ToolContext
 
 _CHUNK = 65536
 _KEEP_EXITED = 64
@@ -127,9 +124,7 @@ class ProcessTable:
 
     # ------------------------------------------------------------ tools
 
-    async def start(self, ctx: ToolContext, req: ProcessStartInput) -> ProcessStartOutput:
-        from .spawn import plan_spawn, spawn
-
+    async def start(self, ctx: SpawnSite, req: ProcessStartInput) -> ProcessStartOutput:
         async with self._start_lock:
             live = sum(1 for p in self._procs.values() if p.running)
             if live >= MAX_LIVE_PROCESSES:

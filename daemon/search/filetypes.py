@@ -7,6 +7,9 @@ listing the known ones, as rg's "unrecognized file type" is.
 
 from __future__ import annotations
 
+_MARKDOWN = ("*.markdown", "*.md", "*.mdown", "*.mdwn", "*.mdx", "*.mkd", "*.mkdn")
+"""rg names the same globs ``markdown`` and ``md``."""
+
 FILE_TYPES: dict[str, tuple[str, ...]] = {
     "asciidoc": (
         "*.adoc",
@@ -137,24 +140,8 @@ FILE_TYPES: dict[str, tuple[str, ...]] = {
         "[Mm]akefile.am",
         "[Mm]akefile.in",
     ),
-    "markdown": (
-        "*.markdown",
-        "*.md",
-        "*.mdown",
-        "*.mdwn",
-        "*.mdx",
-        "*.mkd",
-        "*.mkdn",
-    ),
-    "md": (
-        "*.markdown",
-        "*.md",
-        "*.mdown",
-        "*.mdwn",
-        "*.mdx",
-        "*.mkd",
-        "*.mkdn",
-    ),
+    "markdown": _MARKDOWN,
+    "md": _MARKDOWN,
     "nix": ("*.nix",),
     "ocaml": (
         "*.ml",

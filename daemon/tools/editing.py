@@ -17,7 +17,7 @@ from typing import TypeVar
 from ..commit.committer import commit
 from ..commit.journal import journal_root
 from ..context import ToolContext
-from ..diagnostics.service import EditTracker
+from ..diagnostics.tracker import EditTracker
 from ..fsio import CommitFailed, PlannedWrite
 from ..paths import ResolvedPath
 

@@ -28,9 +28,27 @@ def workspace_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def ws(workspace_dir: Path) -> Path:
+    """The workspace folder, under the short name the apply_patch and search tests use."""
+    return workspace_dir
+
+
+@pytest.fixture
+def ws_dir(workspace_dir: Path) -> Path:
+    """The workspace folder, under the name the diagnostics tests use."""
+    return workspace_dir
+
+
+@pytest.fixture
 async def in_process(workspace_dir: Path, tmp_path: Path) -> AsyncIterator[Workspace]:
     async with open_workspace(workspace_dir, tmp_path) as workspace:
         yield workspace
+
+
+@pytest.fixture
+def workspace(in_process: Workspace) -> Workspace:
+    """The in-process workspace, under the name the apply_patch and diagnostics tests use."""
+    return in_process
 
 
 @pytest.fixture(params=["in_process", "socket"])

@@ -76,13 +76,17 @@ def test_error_codes_and_statuses() -> None:
     assert {str(c): HTTP_STATUS[c] for c in ErrorCode} == ERRORS
 
 
+TOOL_NAMES = {
+    "file_read", "file_multi_read", "file_list", "file_search", "file_diff_preview",
+    "diagnostics", "file_write", "file_patch", "file_multi_patch", "apply_patch", "exec",
+    "process_start", "process_read", "process_write", "process_resize", "process_kill",
+    "process_list",
+}  # fmt: skip
+"""The tool set the contract names (the server's /v1/tools is checked against it too)."""
+
+
 def test_tool_set_and_flags() -> None:
-    assert set(TOOLS_BY_NAME) == {
-        "file_read", "file_multi_read", "file_list", "file_search", "file_diff_preview",
-        "diagnostics", "file_write", "file_patch", "file_multi_patch", "apply_patch", "exec",
-        "process_start", "process_read", "process_write", "process_resize", "process_kill",
-        "process_list",
-    }  # fmt: skip
+    assert set(TOOLS_BY_NAME) == TOOL_NAMES
     read_only = {n for n, s in TOOLS_BY_NAME.items() if s.read_only}
     assert read_only == {
         "file_read",

@@ -23,7 +23,7 @@ from airlock.daemon.protocol import (
     ExecOutputEvent,
     ExecStartedEvent,
 )
-from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.daemon_harness import RunningDaemon, daemon_in
 from tests.fakes.wait import wait_until
 
 # One daemon for the module (starting one costs seconds on a loaded machine).
@@ -32,12 +32,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningDaemon]:
-    base = tmp_path_factory.mktemp("stream")
-    workspace = base / "ws"
-    workspace.mkdir()
-    tokens = base / "tokens"
-    tokens.write_text("w-token write\nr-token read\n")
-    async with running_daemon(workspace, extra_args=["--token-file", str(tokens)]) as d:
+    async with daemon_in(tmp_path_factory.mktemp("stream"), tokens=True) as d:
         yield d
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import threading
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 
@@ -46,35 +47,37 @@ async def test_exception_reaches_the_caller_unchanged() -> None:
         hop.close()
 
 
-async def test_a_blocked_job_does_not_stall_the_others() -> None:
-    hop = ThreadHop(max_workers=4)
+@contextlib.asynccontextmanager
+async def _one_blocked(
+    max_workers: int,
+) -> AsyncIterator[tuple[ThreadHop, threading.Event, asyncio.Future[bool]]]:
+    """A hop with one job running and held until the yielded gate opens (closed on exit)."""
+    hop = ThreadHop(max_workers=max_workers)
     gate, started = threading.Event(), threading.Event()
     try:
         blocked = asyncio.ensure_future(hop.run(partial(_gated, started, gate)))
         await wait_until(started.is_set, message="the blocking job never started")
-        assert await asyncio.wait_for(hop.run(lambda: "quick"), 5) == "quick"
-        assert not blocked.done()
-        gate.set()
-        assert await blocked is True
+        yield hop, gate, blocked
     finally:
         gate.set()
         hop.close()
 
 
+async def test_a_blocked_job_does_not_stall_the_others() -> None:
+    async with _one_blocked(4) as (hop, gate, blocked):
+        assert await asyncio.wait_for(hop.run(lambda: "quick"), 5) == "quick"
+        assert not blocked.done()
+        gate.set()
+        assert await blocked is True
+
+
 async def test_cancelled_caller_leaves_the_worker_usable() -> None:
-    hop = ThreadHop(max_workers=1)
-    gate, started = threading.Event(), threading.Event()
-    try:
-        call = asyncio.ensure_future(hop.run(partial(_gated, started, gate)))
-        await wait_until(started.is_set, message="the blocking job never started")
+    async with _one_blocked(1) as (hop, gate, call):
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
         gate.set()  # the job finishes after its caller is gone
         assert await asyncio.wait_for(hop.run(lambda: "next"), 5) == "next"
-    finally:
-        gate.set()
-        hop.close()
 
 
 async def test_many_concurrent_calls_all_answer() -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from airlock.daemon.context import DaemonConfig
 from airlock.daemon.identity import ExecUser
 from airlock.daemon.protocol import ExecInput, ProcessReadInput, ProcessStartInput
 from airlock.daemon.tools.exec import run_exec
 from airlock.daemon.workspace import Workspace
+from tests.fakes.workspace import new_workspace
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
@@ -27,14 +27,7 @@ async def as_nobody() -> AsyncIterator[tuple[Workspace, pwd.struct_passwd]]:
     os.chmod(base, 0o755)
     workspace = base / "ws"
     workspace.mkdir(mode=0o755)
-    ws = Workspace(
-        DaemonConfig(
-            workspace=workspace,
-            artifacts_dir=base / "artifacts",
-            state_dir=base / "state",
-            exec_user=ExecUser.parse("nobody"),
-        )
-    )
+    ws = new_workspace(workspace, base, exec_user=ExecUser.parse("nobody"))
     yield ws, nobody
     await ws.aclose()
     shutil.rmtree(base, ignore_errors=True)

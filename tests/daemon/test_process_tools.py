@@ -19,7 +19,7 @@ from airlock.client.daemon import DaemonClient
 from airlock.daemon.errors import AirlockError
 from airlock.daemon.procs.tree import alive
 from airlock.daemon.protocol import MAX_LIVE_PROCESSES, ProcessReadOutput
-from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.daemon_harness import RunningDaemon, daemon_in, running_daemon
 from tests.fakes.net import free_port
 from tests.fakes.wait import wait_until, yield_to_loop
 
@@ -28,12 +28,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningDaemon]:
-    base = tmp_path_factory.mktemp("procs")
-    workspace = base / "ws"
-    workspace.mkdir()
-    tokens = base / "tokens"
-    tokens.write_text("w-token write\nr-token read\n")
-    async with running_daemon(workspace, extra_args=["--token-file", str(tokens)]) as d:
+    async with daemon_in(tmp_path_factory.mktemp("procs"), tokens=True) as d:
         yield d
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.errors import AirlockError
+from tests.daemon.test_contract import TOOL_NAMES
 from tests.fakes.daemon_harness import running_daemon
 from tests.fakes.procs import processes_with
 from tests.fakes.wait import wait_until
@@ -102,12 +103,7 @@ async def test_routes_and_envelopes(workspace_dir: Path) -> None:
     async with running_daemon(workspace_dir) as d:
         status, body = await raw(d.socket, "GET", "/v1/tools")
         names = [t["name"] for t in body["tools"]]
-        assert set(names) == {
-            "file_read", "file_multi_read", "file_list", "file_search", "file_diff_preview",
-            "diagnostics", "file_write", "file_patch", "file_multi_patch", "apply_patch", "exec",
-            "process_start", "process_read", "process_write", "process_resize", "process_kill",
-            "process_list",
-        }  # fmt: skip
+        assert set(names) == TOOL_NAMES
         for tool in body["tools"]:
             assert tool["input_schema"]["type"] == "object"
             assert "anyOf" not in tool["input_schema"] and "oneOf" not in tool["input_schema"]

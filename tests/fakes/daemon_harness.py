@@ -20,7 +20,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,3 +132,54 @@ async def running_daemon(
                 await process.wait()
         if own_base:
             shutil.rmtree(base, ignore_errors=True)
+
+
+async def sigkill_during(daemon: RunningDaemon, work: Awaitable[None], after_s: float) -> None:
+    """Run ``work`` against ``daemon`` and SIGKILL the daemon's group ``after_s`` in.
+
+    The crash tests' step: the delay is the point (a jittered kill time), not a
+    stand-in for a condition. ``work`` is cancelled once the daemon is gone.
+    """
+    worker = asyncio.ensure_future(work)
+    await asyncio.sleep(after_s)
+    os.killpg(daemon.process.pid, signal.SIGKILL)
+    await daemon.process.wait()
+    worker.cancel()
+    with contextlib.suppress(BaseException):
+        await worker
+
+
+@contextlib.asynccontextmanager
+async def daemon_in(base: Path, *, tokens: bool = False) -> AsyncIterator[RunningDaemon]:
+    """A daemon over a fresh ``base/ws``, the module-scoped fixture of several test files.
+
+    With ``tokens`` it requires a token: ``w-token`` may write, ``r-token`` only read.
+    """
+    workspace = base / "ws"
+    workspace.mkdir()
+    extra: list[str] = []
+    if tokens:
+        token_file = base / "tokens"
+        token_file.write_text("w-token write\nr-token read\n")
+        extra = ["--token-file", str(token_file)]
+    async with running_daemon(workspace, extra_args=extra) as d:
+        yield d
+
+
+async def airlockd_exit(*args: str, timeout_s: float = 60) -> tuple[int, str]:
+    """Run ``airlockd ARGS`` to its exit (a start-up refusal): the exit code and stderr.
+
+    Killed if it is still running after ``timeout_s`` (a daemon that did not refuse).
+    """
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "airlock.daemon.cli", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()

@@ -7,26 +7,17 @@ agent, attacking through ``exec``, can shape it), and a daemon directory
 
 from __future__ import annotations
 
-import os
-import pwd
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from tests.daemon.adversarial.as_exec_user import USER, make_layout
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 
-USER = "nobody"
 WRITE = "w-" + "7" * 40
 READ = "r-" + "5" * 40
-
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="the exec user split needs root: run the suite as root"
-)
 
 
 @dataclass
@@ -38,34 +29,19 @@ class AgentRig:
     daemon: RunningDaemon
 
 
-def chown_to_agent(path: Path) -> None:
-    user = pwd.getpwnam(USER)
-    os.chown(path, user.pw_uid, user.pw_gid)
-
-
 @asynccontextmanager
 async def agent_daemon(
     extra_args: Sequence[str] = (), *, workspace: Path | None = None
 ) -> AsyncIterator[AgentRig]:
     """The daemon over ``workspace`` (a fresh agent-owned one by default)."""
-    top = Path(tempfile.mkdtemp(prefix="al-lim-"))
-    top.chmod(0o755)
-    ws = workspace or top / "ws"
-    if workspace is None:
-        ws.mkdir()
-        chown_to_agent(ws)
-    base = top / "d"
-    base.mkdir(mode=0o755)
-    tokens = base / "tokens"
-    tokens.write_text(f"{WRITE} write\n{READ} read\n")
-    tokens.chmod(0o600)
+    layout = make_layout(f"{WRITE} write\n{READ} read\n", "al-lim-", workspace)
     try:
         async with running_daemon(
-            ws,
-            base_dir=base,
-            extra_args=["--exec-user", USER, "--token-file", str(tokens), *extra_args],
+            layout.workspace,
+            base_dir=layout.base,
+            extra_args=["--exec-user", USER, "--token-file", str(layout.tokens), *extra_args],
         ) as daemon:
-            yield AgentRig(top, ws, base, tokens, daemon)
+            yield AgentRig(layout.top, layout.workspace, layout.base, layout.tokens, daemon)
     finally:
         # rm walks by descriptor: shutil.rmtree recurses once per level (trees here are deep).
-        subprocess.run(["rm", "-rf", "--one-file-system", str(top)], check=False)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(layout.top)], check=False)

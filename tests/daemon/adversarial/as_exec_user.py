@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,27 +30,52 @@ needs_root = pytest.mark.skipif(
 )
 
 
+@dataclass
+class Layout:
+    top: Path
+    workspace: Path
+    base: Path
+    tokens: Path
+
+
+def chown_to_agent(path: Path) -> None:
+    user = pwd.getpwnam(USER)
+    os.chown(path, user.pw_uid, user.pw_gid)
+
+
+def make_layout(token_lines: str, prefix: str, workspace: Path | None = None) -> Layout:
+    """A workspace the exec user owns (a fresh one unless ``workspace`` is given), and a
+    daemon dir it may enter but not write, holding a 0600 token file of ``token_lines``.
+    The caller removes ``top``."""
+    top = Path(tempfile.mkdtemp(prefix=prefix))
+    top.chmod(0o755)
+    ws = workspace or top / "ws"
+    if workspace is None:
+        ws.mkdir()
+        chown_to_agent(ws)
+    base = top / "d"
+    base.mkdir(mode=0o755)
+    base.chmod(0o755)
+    tokens = base / "tokens"
+    tokens.write_text(token_lines)
+    tokens.chmod(0o600)
+    return Layout(top, ws, base, tokens)
+
+
 @asynccontextmanager
 async def daemon_as_root(
     extra_args: Sequence[str] = (),
 ) -> AsyncIterator[tuple[RunningDaemon, DaemonClient]]:
-    user = pwd.getpwnam(USER)
-    top = Path(tempfile.mkdtemp(prefix="al-lim-"))
+    layout = make_layout(f"{TOKEN} write\n", "al-lim-")
     try:
-        top.chmod(0o755)
-        ws = top / "ws"
-        ws.mkdir()
-        os.chown(ws, user.pw_uid, user.pw_gid)
-        base = top / "d"
-        base.mkdir(mode=0o755)
-        tokens = base / "tokens"
-        tokens.write_text(f"{TOKEN} write\n")
-        tokens.chmod(0o600)
-        args = ["--exec-user", USER, "--token-file", str(tokens), *extra_args]
-        async with running_daemon(ws, base_dir=base, extra_args=args) as d, d.client(TOKEN) as c:
+        args = ["--exec-user", USER, "--token-file", str(layout.tokens), *extra_args]
+        async with (
+            running_daemon(layout.workspace, base_dir=layout.base, extra_args=args) as d,
+            d.client(TOKEN) as c,
+        ):
             yield d, c
     finally:
-        shutil.rmtree(top, ignore_errors=True)
+        shutil.rmtree(layout.top, ignore_errors=True)
 
 
 def cap_effective(pid: int | str, bit: int) -> bool:

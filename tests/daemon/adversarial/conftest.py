@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
+from airlock.client.daemon import DaemonClient
 from airlock.daemon.errors import AirlockError
+from tests.daemon.adversarial.diag_plant import (  # noqa: F401 (fixtures for the diagnostics tests)
+    hostile_ws_fixture,
+    markers_fixture,
+    open_base_fixture,
+)
+from tests.daemon.adversarial.rights_rig import Rig
 from tests.fakes.checkout import process_view
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon
 
@@ -107,3 +114,17 @@ async def attacker(
         if proc.returncode is None:
             proc.terminate()
         await asyncio.wait_for(proc.wait(), 30)
+
+
+@asynccontextmanager
+async def under_swap(r: Rig, resolver: str) -> AsyncIterator[DaemonClient]:
+    """A client of a daemon over the rig's workspace (exec user ``nobody``) while
+    ``nobody``'s attacker keeps exchanging the rig's directory and symlink."""
+    async with (
+        running_daemon(
+            r.ws, base_dir=r.base, env=resolver_env(resolver), extra_args=r.daemon_args()
+        ) as d,
+        d.client() as c,
+        attacker(*r.swap, user="nobody"),
+    ):
+        yield c

@@ -13,7 +13,8 @@ from typing import Any
 
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.errors import AirlockError
-from tests.daemon.adversarial.agent_rig import READ, WRITE, agent_daemon, needs_root
+from tests.daemon.adversarial.agent_rig import READ, WRITE, agent_daemon
+from tests.daemon.adversarial.as_exec_user import needs_root
 
 pytestmark = needs_root
 

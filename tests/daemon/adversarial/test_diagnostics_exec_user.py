@@ -16,15 +16,7 @@ from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.diagnostics.types import node_executable
 from airlock.daemon.identity import ExecUser
 from airlock.daemon.paths import ResolvedPath
-from tests.daemon.adversarial.diag_plant import (  # noqa: F401 (fixtures)
-    Markers,
-    hostile_ws_fixture,
-    markers_fixture,
-    open_base_fixture,
-    plant_git,
-    plant_python,
-    plant_typescript,
-)
+from tests.daemon.adversarial.diag_plant import Markers, plant_git, plant_python, plant_typescript
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 

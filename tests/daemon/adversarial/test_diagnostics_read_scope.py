@@ -9,30 +9,30 @@ marker proves the planted programs are real and would have been found.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.diagnostics.types import basedpyright_argv
-from tests.daemon.adversarial.diag_plant import (  # noqa: F401 (fixtures)
-    Markers,
-    hostile_ws_fixture,
-    markers_fixture,
-    open_base_fixture,
-    plant_git,
-    plant_python,
-    plant_typescript,
-)
+from tests.daemon.adversarial.diag_plant import Markers, plant_git, plant_python, plant_typescript
 from tests.fakes.daemon_harness import running_daemon
 
 READ, WRITE = "r-token-0123456789", "w-token-0123456789"
 
 
-def _tokens(base: Path) -> Path:
-    path = base / "tokens"
-    path.write_text(f"{READ} read\n{WRITE} write\n")
-    path.chmod(0o600)
-    return path
+@asynccontextmanager
+async def _client(ws: Path, base: Path, token: str) -> AsyncIterator[DaemonClient]:
+    """A client holding ``token`` of a daemon over ``ws`` that knows both tokens."""
+    tokens = base / "tokens"
+    tokens.write_text(f"{READ} read\n{WRITE} write\n")
+    tokens.chmod(0o600)
+    async with (
+        running_daemon(ws, extra_args=["--token-file", str(tokens)]) as daemon,
+        daemon.client(token=token) as client,
+    ):
+        yield client
 
 
 async def _diagnostics(client: DaemonClient, paths: list[str], checks: list[str]) -> Any:
@@ -45,11 +45,7 @@ async def test_read_scope_runs_nothing_planted(
     plant_git(hostile_ws, markers)
     plant_python(hostile_ws, markers)
     plant_typescript(hostile_ws, markers)
-    tokens = _tokens(open_base)
-    async with (
-        running_daemon(hostile_ws, extra_args=["--token-file", str(tokens)]) as daemon,
-        daemon.client(token=READ) as client,
-    ):
+    async with _client(hostile_ws, open_base, READ) as client:
         git_out = await _diagnostics(client, ["notes.txt"], ["git-diff"])
         types_out = await _diagnostics(client, ["mod.py", "app.ts"], ["types", "syntax"])
         whole = await _diagnostics(client, ["."], ["git-diff", "whitespace", "syntax", "types"])
@@ -73,11 +69,7 @@ async def test_write_scope_runs_the_projects_python(
         raise AssertionError("basedpyright is a dev dependency: make .venv/.installed")
     plant_git(hostile_ws, markers)
     plant_python(hostile_ws, markers)
-    tokens = _tokens(open_base)
-    async with (
-        running_daemon(hostile_ws, extra_args=["--token-file", str(tokens)]) as daemon,
-        daemon.client(token=WRITE) as client,
-    ):
+    async with _client(hostile_ws, open_base, WRITE) as client:
         await _diagnostics(client, ["notes.txt", "mod.py"], ["git-diff", "types"])
     ran = markers.ran()
     assert "venv-python" in ran

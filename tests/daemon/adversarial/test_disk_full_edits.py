@@ -28,7 +28,8 @@ import pytest
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.errors import AirlockError
 from airlock.daemon.fsio import TEMP_MARKER
-from tests.daemon.adversarial.agent_rig import USER, WRITE, AgentRig, agent_daemon, needs_root
+from tests.daemon.adversarial.agent_rig import WRITE, AgentRig, agent_daemon
+from tests.daemon.adversarial.as_exec_user import USER, needs_root
 from tests.daemon.adversarial.conftest import tree_digest
 from tests.daemon.adversarial.raw_http import post, send_raw
 

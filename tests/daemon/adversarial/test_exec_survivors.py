@@ -19,7 +19,7 @@ import pytest_asyncio
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.procs.tree import alive, read_stat, scan
 from airlock.daemon.protocol import ExecOutputEvent
-from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.fakes.daemon_harness import RunningDaemon, daemon_in
 from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -27,9 +27,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningDaemon]:
-    workspace = tmp_path_factory.mktemp("survivors") / "ws"
-    workspace.mkdir()
-    async with running_daemon(workspace) as d:
+    async with daemon_in(tmp_path_factory.mktemp("survivors")) as d:
         yield d
 
 
@@ -90,14 +88,6 @@ wait_noted()
 pid = os.fork()
 if pid == 0:
     os.setpgid(0, 0); detach_stdio(); note(); linger()
-wait_noted()
-""",
-    "instant_double_fork_no_wait": """
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        detach_stdio(); note(); linger()
-    os._exit(0)
 wait_noted()
 """,
     "scrubbed_env_exec_after_tracking": """

@@ -7,56 +7,27 @@ looks at what it could do.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import pwd
 import shutil
-import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from airlock.client.daemon import DaemonClient
 from airlock.daemon.identity import ExecUser
-from tests.fakes.daemon_harness import RunningDaemon, running_daemon
+from tests.daemon.adversarial.as_exec_user import USER, Layout, make_layout
+from tests.fakes.daemon_harness import RunningDaemon, airlockd_exit, running_daemon
 
 TOKEN = "w-" + "9" * 40
-USER = "nobody"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 
 
-@dataclass
-class Layout:
-    top: Path
-    workspace: Path
-    base: Path
-    tokens: Path
-
-
-def make_layout() -> Layout:
-    """A workspace the exec user owns, and a daemon dir it may enter but not write."""
-    user = pwd.getpwnam(USER)
-    top = Path(tempfile.mkdtemp(prefix="al-xu-"))
-    top.chmod(0o755)
-    ws = top / "ws"
-    ws.mkdir()
-    os.chown(ws, user.pw_uid, user.pw_gid)
-    base = top / "d"
-    base.mkdir(mode=0o755)
-    base.chmod(0o755)
-    tokens = base / "tokens"
-    tokens.write_text(f"{TOKEN} write\n")
-    tokens.chmod(0o600)
-    return Layout(top, ws, base, tokens)
-
-
 @pytest.fixture
 def layout() -> Iterator[Layout]:
-    made = make_layout()
+    made = make_layout(f"{TOKEN} write\n", "al-xu-")
     yield made
     shutil.rmtree(made.top, ignore_errors=True)
 
@@ -129,18 +100,8 @@ async def test_files_the_tools_create_stay_editable_by_the_exec_user(split) -> N
 
 
 async def refused(*args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "airlock.daemon.cli", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        _out, err = await asyncio.wait_for(proc.communicate(), 60)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    text = err.decode()
-    assert proc.returncode == 2, text
+    code, text = await airlockd_exit(*args)
+    assert code == 2, text
     lines = text.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("airlockd: "), text
     return lines[0]

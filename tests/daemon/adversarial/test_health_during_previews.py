@@ -18,7 +18,8 @@ import asyncio
 import time
 
 from airlock.client.daemon import DaemonClient
-from tests.daemon.adversarial.agent_rig import READ, agent_daemon, needs_root
+from tests.daemon.adversarial.agent_rig import READ, agent_daemon
+from tests.daemon.adversarial.as_exec_user import needs_root
 from tests.fakes.wait import pace
 
 pytestmark = needs_root

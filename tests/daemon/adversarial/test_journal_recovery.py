@@ -25,7 +25,7 @@ from typing import Any
 from airlock.daemon.commit.journal import MANIFEST, journal_root
 from airlock.daemon.fsio import TEMP_MARKER
 from tests.daemon.adversarial.conftest import tree_digest
-from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.daemon_harness import running_daemon, sigkill_during
 
 
 def _sha(data: bytes) -> str:
@@ -231,13 +231,7 @@ async def test_sigkill_mid_file_multi_patch_is_whole_or_absent(tmp_path: Path) -
                             gen += 1
                             advanced += 1
 
-                worker = asyncio.create_task(patch_forever())
-                await asyncio.sleep(rng.uniform(0.05, 0.4))  # the point: a jittered kill time
-                os.killpg(daemon.process.pid, signal.SIGKILL)
-                await daemon.process.wait()
-                worker.cancel()
-                with contextlib.suppress(BaseException):
-                    await worker
+                await sigkill_during(daemon, patch_forever(), rng.uniform(0.05, 0.4))
                 kills += 1
         async with running_daemon(ws, base_dir=base):
             gen = _generation(ws, gen)

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from airlock.daemon.context import DaemonConfig
 from airlock.daemon.errors import AirlockError
 from airlock.daemon.identity import ExecUser
-from airlock.daemon.workspace import Workspace
 from tests.daemon.adversarial.conftest import daemon_for, tree_digest
+from tests.fakes.workspace import new_workspace
 
 EDITS: list[tuple[str, dict[str, Any]]] = [
     ("file_write", {"path": "ro.txt", "content": "changed\n"}),
@@ -97,14 +96,7 @@ async def test_created_files_belong_to_the_exec_user(tmp_path: Path) -> None:
     nobody = pwd.getpwnam("nobody")
     ws = tmp_path / "ws"
     ws.mkdir()
-    workspace = Workspace(
-        DaemonConfig(
-            workspace=ws,
-            artifacts_dir=tmp_path / "artifacts",
-            state_dir=tmp_path / "state",
-            exec_user=ExecUser.parse("nobody"),
-        )
-    )
+    workspace = new_workspace(ws, tmp_path, exec_user=ExecUser.parse("nobody"))
     await workspace.call(
         "file_write",
         {"path": "new/dir/made.txt", "content": "x\n", "create_dirs": True, "diagnostics": False},

@@ -19,9 +19,8 @@ import os
 import pytest
 
 from airlock.client.daemon import DaemonClient
-from tests.daemon.adversarial.conftest import attacker, outcome, resolver_env
+from tests.daemon.adversarial.conftest import outcome, under_swap
 from tests.daemon.adversarial.rights_rig import Rig, rig
-from tests.fakes.daemon_harness import running_daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
@@ -54,13 +53,7 @@ async def test_cwd_swap_never_runs_a_command_outside(resolver: str) -> None:
 
 
 async def _race(r: Rig, resolver: str) -> None:
-    async with (
-        running_daemon(
-            r.ws, base_dir=r.base, env=resolver_env(resolver), extra_args=r.daemon_args()
-        ) as d,
-        d.client() as c,
-        attacker(*r.swap, user="nobody"),
-    ):
+    async with under_swap(r, resolver) as c:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RACE_S
         answers: list[tuple[str, str, str]] = []

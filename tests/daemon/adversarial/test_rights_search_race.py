@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.daemon.adversarial.conftest import attacker, outcome, resolver_env
+from tests.daemon.adversarial.conftest import outcome, under_swap
 from tests.daemon.adversarial.rights_rig import rig
-from tests.fakes.daemon_harness import running_daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
@@ -39,13 +38,7 @@ def _rows(mode: str, text: str) -> bool:
 
 async def test_search_swap_never_answers_from_a_root_only_file(resolver: str) -> None:
     with rig() as r:
-        async with (
-            running_daemon(
-                r.ws, base_dir=r.base, env=resolver_env(resolver), extra_args=r.daemon_args()
-            ) as d,
-            d.client() as c,
-            attacker(*r.swap, user="nobody"),
-        ):
+        async with under_swap(r, resolver) as c:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + RACE_S
             answers: list[tuple[str, str, str, str]] = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.daemon_harness import airlockd_exit, running_daemon
 
 
 @pytest.fixture
@@ -27,18 +27,7 @@ def short_dir() -> Iterator[Path]:
 
 
 async def start(workspace: Path, sock: Path) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "airlock.daemon.cli", "--workspace", str(workspace),
-        "--socket", str(sock), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        _out, err = await asyncio.wait_for(proc.communicate(), 60)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, err.decode()
+    return await airlockd_exit("--workspace", str(workspace), "--socket", str(sock))
 
 
 async def test_regular_file_at_socket_path_refuses_start_and_is_kept(

@@ -21,7 +21,8 @@ import subprocess
 from pathlib import Path
 
 from airlock.client.daemon import DaemonClient
-from tests.daemon.adversarial.agent_rig import WRITE, agent_daemon, needs_root
+from tests.daemon.adversarial.agent_rig import WRITE, agent_daemon
+from tests.daemon.adversarial.as_exec_user import needs_root
 from tests.daemon.adversarial.raw_http import send_raw
 from tests.fakes.wait import wait_until
 

@@ -10,12 +10,8 @@ leftover journal.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import random
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 
@@ -23,7 +19,7 @@ import pytest
 
 from airlock.daemon.commit.journal import journal_root
 from tests.daemon.apply_patch.helpers import patch, snapshot, temp_files
-from tests.fakes.daemon_harness import running_daemon
+from tests.fakes.daemon_harness import running_daemon, sigkill_during
 
 FILES = 4
 LINES = 12_000
@@ -116,13 +112,7 @@ async def test_sigkill_loop_leaves_each_patch_whole_or_absent(tmp_path: Path) ->
                             gen += 1
                             advanced += 1
 
-                worker = asyncio.create_task(patch_forever())
-                await asyncio.sleep(rng.uniform(0.0, 0.35))  # the point: a jittered kill time
-                os.killpg(daemon.process.pid, signal.SIGKILL)
-                await daemon.process.wait()
-                worker.cancel()
-                with contextlib.suppress(BaseException):
-                    await worker
+                await sigkill_during(daemon, patch_forever(), rng.uniform(0.0, 0.35))
                 kills += 1
                 if jroot.exists() and any(jroot.iterdir()):
                     interrupted += 1  # killed between the journal and the commit point

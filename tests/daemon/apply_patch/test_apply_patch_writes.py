@@ -190,9 +190,8 @@ async def test_recovery_rolls_a_half_applied_patch_back(ws: Path, workspace: Wor
     assert _journals(workspace) == []
 
 
-async def test_recovery_leaves_files_changed_since_the_crash(
-    ws: Path, workspace: Workspace
-) -> None:
+def _journaled_pair(ws: Path, workspace: Workspace) -> tuple[list[PlannedWrite], Journal]:
+    """``a.txt`` and ``b.txt`` (a0, b0) about to become a1, b1, with the journal begun."""
     (ws / "a.txt").write_text("a0\n")
     (ws / "b.txt").write_text("b0\n")
     roots = workspace.ctx.roots
@@ -200,8 +199,15 @@ async def test_recovery_leaves_files_changed_since_the_crash(
         PlannedWrite(_at(roots, "a.txt"), before=b"a0\n", after=b"a1\n", display="a.txt"),
         PlannedWrite(_at(roots, "b.txt"), before=b"b0\n", after=b"b1\n", display="b.txt"),
     ]
-    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
-    journal = Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
+    root = journal_root(workspace.config.state, roots.workspace)
+    return writes, Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
+
+
+async def test_recovery_leaves_files_changed_since_the_crash(
+    ws: Path, workspace: Workspace
+) -> None:
+    roots = workspace.ctx.roots
+    writes, journal = _journaled_pair(ws, workspace)
     for w in writes:
         apply_one(roots, w)
     os.close(journal.lock_fd)
@@ -273,15 +279,8 @@ async def test_patches_on_one_root_are_serialised_and_reads_still_answer(
 async def test_recovery_skips_a_journal_held_by_a_live_writer(
     ws: Path, workspace: Workspace
 ) -> None:
-    (ws / "a.txt").write_text("a0\n")
-    (ws / "b.txt").write_text("b0\n")
     roots = workspace.ctx.roots
-    writes = [
-        PlannedWrite(_at(roots, "a.txt"), before=b"a0\n", after=b"a1\n", display="a.txt"),
-        PlannedWrite(_at(roots, "b.txt"), before=b"b0\n", after=b"b1\n", display="b.txt"),
-    ]
-    root = journal_root(workspace.config.state, workspace.ctx.roots.workspace)
-    journal = Journal.begin(root, writes, created_dirs=[], allowed_roots=[ws])
+    writes, journal = _journaled_pair(ws, workspace)
     apply_one(roots, writes[0])  # another daemon is mid-patch
     await workspace.startup()
     assert (ws / "a.txt").read_text() == "a1\n"

@@ -11,6 +11,7 @@ by the confinement layer before anything was replaced.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +23,41 @@ from tests.daemon.apply_patch.conftest import Apply
 from tests.daemon.apply_patch.helpers import patch
 
 
-async def test_swap_between_two_renames_cannot_redirect_the_second(
-    apply: Apply, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _two_files(ws: Path, tmp_path: Path) -> Path:
+    """``sub/a.txt`` and ``sub/b.txt`` in the workspace; the empty folder outside it."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (ws / "sub").mkdir()
     (ws / "sub" / "a.txt").write_text("a\n")
     (ws / "sub" / "b.txt").write_text("b\n")
-    real_install = staging.install
+    return outside
+
+
+def _swap_after_first(
+    monkeypatch: pytest.MonkeyPatch, name: str, real: Callable[..., Any], ws: Path, outside: Path
+) -> None:
+    """The committer's ``name`` step, with ``sub`` swapped for a link out right after its
+    first call returns: the hostile process winning the race at that point."""
     calls = 0
 
-    def install_then_swap(*args: Any, **kwargs: Any) -> Any:
+    def then_swap(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
-        result = real_install(*args, **kwargs)
+        result = real(*args, **kwargs)
         calls += 1
-        if calls == 1:  # the hostile process wins the race right after the first rename
+        if calls == 1:
             os.rename(ws / "sub", ws / "moved")
             os.symlink(outside, ws / "sub")
         return result
 
-    monkeypatch.setattr(committer, "install", install_then_swap)
+    monkeypatch.setattr(committer, name, then_swap)
+
+
+async def test_swap_between_two_renames_cannot_redirect_the_second(
+    apply: Apply, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = _two_files(ws, tmp_path)
+    # the swap lands right after the first rename
+    _swap_after_first(monkeypatch, "install", staging.install, ws, outside)
     await apply(_two_updates(), diagnostics=False)
     assert list(outside.iterdir()) == []  # nothing went through the link
     assert (ws / "moved" / "a.txt").read_text() == "A\n"
@@ -53,24 +68,9 @@ async def test_swap_between_two_renames_cannot_redirect_the_second(
 async def test_swap_while_staging_writes_nothing(
     apply: Apply, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (ws / "sub").mkdir()
-    (ws / "sub" / "a.txt").write_text("a\n")
-    (ws / "sub" / "b.txt").write_text("b\n")
-    real_stage = staging.stage
-    calls = 0
-
-    def stage_then_swap(*args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        result = real_stage(*args, **kwargs)
-        calls += 1
-        if calls == 1:  # the swap lands between staging the first and the second file
-            os.rename(ws / "sub", ws / "moved")
-            os.symlink(outside, ws / "sub")
-        return result
-
-    monkeypatch.setattr(committer, "stage", stage_then_swap)
+    outside = _two_files(ws, tmp_path)
+    # the swap lands between staging the first and the second file
+    _swap_after_first(monkeypatch, "stage", staging.stage, ws, outside)
     with pytest.raises(AirlockError) as info:
         await apply(_two_updates(), diagnostics=False)
     assert info.value.code == "path_escape", info.value.message

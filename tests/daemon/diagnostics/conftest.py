@@ -13,7 +13,6 @@ import pytest
 from airlock.daemon.diagnostics.service import DiagnosticsService
 from airlock.daemon.diagnostics.types import basedpyright_argv
 from airlock.daemon.workspace import Workspace
-from tests.fakes.workspace import open_workspace
 
 TYPESCRIPT_VERSION = "5.9.3"
 
@@ -21,19 +20,6 @@ TYPESCRIPT_VERSION = "5.9.3"
 def typescript_cache() -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "airlock-tests" / f"typescript-{TYPESCRIPT_VERSION}"
-
-
-@pytest.fixture
-def ws_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-async def workspace(tmp_path: Path, ws_dir: Path) -> AsyncIterator[Workspace]:
-    async with open_workspace(ws_dir, tmp_path) as ws:
-        yield ws
 
 
 @pytest.fixture

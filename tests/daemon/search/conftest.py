@@ -21,13 +21,6 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 async def search_ws(
     monkeypatch: pytest.MonkeyPatch, ws: Path, tmp_path: Path, engine: str
 ) -> Workspace:
