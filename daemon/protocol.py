@@ -448,7 +448,9 @@ class ProcessReadOutput(ToolOutput):
     )
     stderr: str = Field(description="Standard error in this range.")
     next_offset: int = Field(description="Pass it as offset to read what comes next.")
-    running: bool = Field(description="False once the process has exited.")
+    running: bool = Field(
+        description="False once the process has exited and all its output is in the buffer."
+    )
     exit_code: int | None = Field(description="Null while running, or when killed by a signal.")
     signal: int | None = Field(None, description="The signal that ended the process, if one did.")
     dropped: int = Field(

@@ -54,6 +54,7 @@ _WRITE_TIMEOUT_S = 10.0
 STDIN_QUEUE_BYTES = 1024 * 1024  # input queued for one process that has not read it yet
 _KILL_WAIT_S = 2.0
 _POLL_S = 0.05
+_DRAIN_WAIT_S = 3.0  # _supervise: up to 1 s for the pipes, the sweep, 1 s more
 _ZOMBIE_SWEEP_S = 2.0
 _TRACK_EVERY = 5  # walk the tree every 5 polls (250 ms)
 _SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT}
@@ -177,14 +178,21 @@ class ProcessTable:
         if req.offset >= entry.ring.end and req.wait_ms > 0 and not entry.finished.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(entry.changed.wait(), req.wait_ms / 1000)
-        part = entry.ring.read(req.offset, req.max_bytes, complete=entry.finished.is_set())
+        # Until the pipes are drained, the process still counts as running here: a
+        # reader that stops at ``running: false`` must have been offered every byte.
+        # An exited process drains within _supervise's bounded clean-up, so wait for it.
+        if not entry.running and not entry.finished.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(entry.finished.wait(), _DRAIN_WAIT_S)
+        done = entry.finished.is_set()
+        part = entry.ring.read(req.offset, req.max_bytes, complete=done)
         return ProcessReadOutput(
             stdout=part.stdout,
             stderr=part.stderr,
             next_offset=part.next_offset,
-            running=entry.running,
-            exit_code=entry.exit_code,
-            signal=entry.signal,
+            running=not done,
+            exit_code=entry.exit_code if done else None,
+            signal=entry.signal if done else None,
             dropped=part.dropped,
         )
 
