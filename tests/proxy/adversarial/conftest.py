@@ -113,6 +113,10 @@ class Lease:
             return "Basic " + base64.b64encode(raw).decode()
         return f"Bearer {self.placeholder}"
 
+    def leaks(self, data: bytes) -> list[bytes]:
+        """The forms of this lease's real token found in ``data`` (empty means clean)."""
+        return leaks(data, self.real)
+
     @property
     def credentials(self) -> tuple[str, str]:
         parts = urlsplit(self.session.proxy_url)
@@ -189,6 +193,13 @@ def written_leaks(proxy: ProxyProcess, tokens: list[str]) -> list[tuple[str, byt
         for token in tokens
         for hit in leaks(path.read_bytes(), token)
     ]
+
+
+def nothing_written(proxy: ProxyProcess) -> None:
+    """The check each reflector module ends with: the module's leases minted real
+    tokens, and no form of any of them is in a file the proxy wrote."""
+    assert TOKENS
+    assert written_leaks(proxy, TOKENS) == []
 
 
 # --- raw clients --------------------------------------------------------------------

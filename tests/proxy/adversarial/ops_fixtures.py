@@ -16,7 +16,7 @@ import socket
 import ssl
 import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -28,6 +28,7 @@ from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
 from tests.proxy.conftest import ProxyFactory, proxy_factory
+from tests.proxy.helpers import api_rule
 
 FAULTY_PROXY = Path(__file__).with_name("faulty_proxy.py")
 
@@ -134,6 +135,43 @@ class Received:
     def add(self, data: bytes) -> bytes:
         self.blobs.append(data)
         return data
+
+
+@dataclass
+class Seen(Received):
+    """A module's evidence for its final grep: every byte its clients received
+    (it is the :class:`Received` the clients add to) and every real token it minted."""
+
+    tokens: list[str] = field(default_factory=list)
+
+    def assert_clean(self, files: Iterable[Path], blobs: Iterable[bytes] = ()) -> None:
+        """The final grep: no token this module minted in what its clients received
+        (plus ``blobs``) or in ``files``."""
+        assert_no_token(self.tokens, [*self.blobs, *blobs], files)
+
+
+async def leased_session(
+    proxy: ProxyProcess,
+    seen: Seen,
+    *,
+    allow: Sequence[str] = ("api.github.com",),
+    ttl_s: int = 60,
+    session_id: str | None = None,
+    ph: str | None = None,
+    lease_id: str = "l",
+) -> tuple[SessionInfo, str, str]:
+    """A session with one ``api.github.com`` lease: (session, placeholder, real token).
+
+    The real token is new and joins ``seen.tokens``, so the module's final grep
+    looks for it.
+    """
+    ph = ph or placeholder()
+    token = real_token()
+    seen.tokens.append(token)
+    async with proxy.client() as client:
+        info = await client.create_session(allow=allow, ttl_s=ttl_s, session_id=session_id)
+        await client.put_lease(info.session_id, lease_id, [api_rule(ph, token)], ttl_s=ttl_s)
+    return info, ph, token
 
 
 class Tunnel:

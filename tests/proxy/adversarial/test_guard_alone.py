@@ -27,7 +27,6 @@ from tests.proxy.adversarial.conftest import (
     Lease,
     h1_get,
     h2_get,
-    leaks,
     open_tunnel,
     read_all,
     written_leaks,
@@ -102,7 +101,7 @@ CASES = [
 def test_guard_alone_keeps_the_token_out(faulty: Lease, via: str, path: str, host: str) -> None:
     get = h1_get if via == "h1" else h2_get
     resp = get(faulty, path, host=host)
-    assert leaks(resp.everything, faulty.real) == []
+    assert faulty.leaks(resp.everything) == []
     events = guarded(faulty)
     assert events and events[0]["reason"] == "token", events
     assert events[0]["host"] == host
@@ -123,7 +122,7 @@ def test_guard_alone_keeps_the_token_out_of_websocket_frames(faulty: Lease) -> N
             )
         )
         raw = read_all(sock)  # the reflector sends its frames at once; the guard closes
-    assert leaks(raw, faulty.real) == []
+    assert faulty.leaks(raw) == []
     assert b"101" in raw.split(b"\r\n", 1)[0]  # the upgrade itself went through
     events = guarded(faulty)
     assert events and events[0]["reason"] == "token", events
