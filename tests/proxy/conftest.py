@@ -7,15 +7,17 @@ stay independent; the upstreams live for the whole session.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
+from tests.proxy.helpers import redis_replicas
 
 
 @pytest.fixture(scope="session")
@@ -106,6 +108,23 @@ def start_proxy(
 ) -> ProxyFactory:
     """:func:`proxy_factory` over this directory's upstreams."""
     return proxy_factory(tmp_path_factory, upstream_ca, github, other, plain)
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    """A fresh redis-server for one test (a test may stop it to see the proxy fail closed)."""
+    with redis_server_sync() as server:
+        yield server
+
+
+@pytest.fixture
+async def replicas(
+    tmp_path: Path, redis: RedisServer, upstream_ca: TestCA, github: EchoUpstream
+) -> AsyncIterator[tuple[ProxyProcess, ProxyProcess]]:
+    """Two airlock-proxies on one fresh Redis, both reaching ``github`` as api.github.com."""
+    resolve = [f"api.github.com:443:127.0.0.1:{github.port}"]
+    async with redis_replicas(tmp_path, redis, upstream_ca, resolve) as pair:
+        yield pair
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import zstandard
 
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.reflector import Reflector, reflector
 from tests.fakes.tls import TestCA
 
@@ -64,6 +65,13 @@ def upstream_h1(upstream_ca: TestCA) -> Iterator[Reflector]:
         yield up
 
 
+def reflector_resolve(upstream: Reflector, upstream_h1: Reflector) -> list[str]:
+    """``--resolve`` entries sending :data:`HOSTS` and :data:`H1_ONLY` to the two reflectors."""
+    return [f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS] + [
+        f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"
+    ]
+
+
 @pytest.fixture(scope="module")
 def proxy(
     tmp_path_factory: pytest.TempPathFactory,
@@ -73,11 +81,17 @@ def proxy(
 ) -> Iterator[ProxyProcess]:
     with proxy_process(
         tmp_path_factory.mktemp("adversarial"),
-        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
-        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
+        resolve=reflector_resolve(upstream, upstream_h1),
         upstream_ca=upstream_ca.ca_path,
     ) as p:
         yield p
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RedisServer]:
+    """One redis-server for a module's replicas (module scope, like its proxies)."""
+    with redis_server_sync() as server:
+        yield server
 
 
 @dataclass
@@ -127,41 +141,39 @@ class Lease:
 TOKENS: list[str] = []
 
 
+def open_lease(proxy: ProxyProcess, *, ttl_s: int = 3600, basic: bool = False) -> Lease:
+    """A new session with one lease: its placeholder swapped on every reflector host,
+    or (``basic``) travelling as git's Basic credential, swapped on ``github.com``."""
+    ph, real = placeholder(), real_token()
+    if basic:
+        allow, lease_id, rules = HOSTS, "git", [git_rule(ph, real, host="github.com")]
+    else:
+        allow, lease_id = [*HOSTS, H1_ONLY], "l1"
+        rules = [api_rule(ph, real, host=h) for h in allow]
+
+    async def make() -> Lease:
+        async with proxy.client() as client:
+            session = await client.create_session(allow=allow, ttl_s=ttl_s)
+            await client.put_lease(session.session_id, lease_id, rules, ttl_s=ttl_s)
+        return Lease(proxy, session, ph, real, basic=basic)
+
+    return asyncio.run(make())
+
+
 @pytest.fixture(scope="module")
 def lease(proxy: ProxyProcess) -> Lease:
     """One session whose placeholder is swapped on ``api.github.com``."""
-
-    async def make() -> Lease:
-        ph, real = placeholder(), real_token()
-        TOKENS.append(real)
-        async with proxy.client() as client:
-            session = await client.create_session(allow=[*HOSTS, H1_ONLY], ttl_s=3600)
-            await client.put_lease(
-                session.session_id,
-                "l1",
-                [api_rule(ph, real, host=h) for h in [*HOSTS, H1_ONLY]],
-                ttl_s=3600,
-            )
-        return Lease(proxy, session, ph, real)
-
-    return asyncio.run(make())
+    made = open_lease(proxy)
+    TOKENS.append(made.real)
+    return made
 
 
 @pytest.fixture(scope="module")
 def basic_lease(proxy: ProxyProcess) -> Lease:
     """A session whose placeholder travels as git does: Basic, swapped on ``github.com``."""
-
-    async def make() -> Lease:
-        ph, real = placeholder(), real_token()
-        TOKENS.append(real)
-        async with proxy.client() as client:
-            session = await client.create_session(allow=HOSTS, ttl_s=3600)
-            await client.put_lease(
-                session.session_id, "git", [git_rule(ph, real, host="github.com")], ttl_s=3600
-            )
-        return Lease(proxy, session, ph, real, basic=True)
-
-    return asyncio.run(make())
+    made = open_lease(proxy, basic=True)
+    TOKENS.append(made.real)
+    return made
 
 
 # --- the grep ---------------------------------------------------------------------

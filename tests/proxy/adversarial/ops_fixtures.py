@@ -251,8 +251,10 @@ def status_of(response: bytes) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
+@dataclass
 class FaultyProxy(ProxyProcess):
-    """airlock-proxy run through ``faulty_proxy.py``, which breaks a concern on purpose."""
+    """airlock-proxy run through ``faulty_proxy.py``, which breaks a concern on purpose
+    (``fault`` names which; see that file)."""
 
     fault: str = ""
 

@@ -18,46 +18,25 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess
-from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
     FaultyProxy,
+    OpsProxy,
     Seen,
     Tunnel,
     leased_session,
 )
-from tests.proxy.conftest import github_resolve
 
 pytestmark = pytest.mark.timeout(180)
 
 SEEN = Seen()
 
 
-def _start(tmp: Path, fault: str, **kwargs: object) -> FaultyProxy:
-    proc = FaultyProxy(tmp, **kwargs)  # type: ignore[arg-type]
-    proc.fault = fault
-    return proc
-
-
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    proc = _start(
-        tmp_path_factory.mktemp("faulty"),
-        "raise",
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-    ).start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("faulty", process=FaultyProxy, fault="raise") as p:
+        yield p
 
 
 def _error_code(body: bytes) -> str:
@@ -117,7 +96,7 @@ async def test_proxy_keeps_serving_and_audits_addon_errors(
 
 
 def test_misspelt_hook_is_a_startup_error(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "typo")
+    proc = FaultyProxy(tmp_path, fault="typo")
     with pytest.raises(RuntimeError, match="did not become healthy"):
         proc.start(timeout_s=30)
     assert proc.process is not None and proc.process.returncode == 2

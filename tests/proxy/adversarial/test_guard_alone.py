@@ -10,7 +10,6 @@ proxy wrote may carry the token either.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,16 +22,16 @@ from tests.fakes.tls import TestCA
 from tests.proxy.adversarial.conftest import (
     BIG,
     H1_ONLY,
-    HOSTS,
     Lease,
     h1_get,
     h2_get,
+    open_lease,
     open_tunnel,
     read_all,
+    reflector_resolve,
     written_leaks,
 )
 from tests.proxy.adversarial.ops_fixtures import FaultyProxy
-from tests.proxy.helpers import api_rule, placeholder, real_token
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,27 +48,13 @@ def faulty(
     hooks: str = request.param
     proc = FaultyProxy(
         tmp_path / "proxy",
-        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
-        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
+        resolve=reflector_resolve(upstream, upstream_h1),
         upstream_ca=upstream_ca.ca_path,
+        fault=f"unscrubbed:{hooks}",
     )
-    proc.fault = f"unscrubbed:{hooks}"
     proc.start()
-
-    async def make() -> Lease:
-        ph, real = placeholder(), real_token()
-        async with proc.client() as client:
-            session = await client.create_session(allow=[*HOSTS, H1_ONLY], ttl_s=600)
-            await client.put_lease(
-                session.session_id,
-                "l1",
-                [api_rule(ph, real, host=h) for h in [*HOSTS, H1_ONLY]],
-                ttl_s=600,
-            )
-        return Lease(proc, session, ph, real)
-
     try:
-        lease = asyncio.run(make())
+        lease = open_lease(proc, ttl_s=600)
         yield lease
         assert written_leaks(proc, [lease.real]) == []
     finally:

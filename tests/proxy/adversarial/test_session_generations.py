@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from airlock.proxy.protocol import SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.redis_server import RedisServer, redis_server_sync
+from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.redis_server import RedisServer
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
@@ -26,6 +26,7 @@ from tests.proxy.adversarial.ops_fixtures import (
     placeholder,
 )
 from tests.proxy.conftest import github_resolve
+from tests.proxy.helpers import redis_replicas
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -104,12 +105,6 @@ async def test_deleted_session_closes_its_passthrough_tunnel(
     tunnel.close()
 
 
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server_sync() as server:
-        yield server
-
-
 async def test_delete_on_one_replica_closes_tunnels_on_another(
     tmp_path_factory: pytest.TempPathFactory,
     ops_ca: TestCA,
@@ -120,14 +115,7 @@ async def test_delete_on_one_replica_closes_tunnels_on_another(
 ) -> None:
     resolve = github_resolve(ops_github, ops_other, ops_plain)
     base = tmp_path_factory.mktemp("replicas")
-    with (
-        proxy_process(
-            base / "a", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
-        ) as a,
-        proxy_process(
-            base / "b", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
-        ) as b,
-    ):
+    async with redis_replicas(base, redis, ops_ca, resolve) as (a, b):
         ph = placeholder()
         info, _ = await _session(a, "tenant-c", ph)
         intercepted = Tunnel(b, info, "api.github.com", b.ca_path, SEEN)

@@ -22,7 +22,7 @@ import redis as redis_sync
 
 from tests.fakes.net import free_port
 from tests.fakes.proxy_harness import PROXY_BIN, ProxyProcess, proxy_process
-from tests.fakes.redis_server import RedisServer, redis_contents, redis_server_sync, reply
+from tests.fakes.redis_server import RedisServer, redis_contents, reply
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.proxy.adversarial.ops_fixtures import (
@@ -42,12 +42,6 @@ pytestmark = pytest.mark.timeout(180)
 T = TypeVar("T")
 
 SEEN = Seen()
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server_sync() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
