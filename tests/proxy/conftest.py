@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess, proxy_process, running_proxy
 from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
-from tests.proxy.helpers import redis_replicas
 
 
 @pytest.fixture(scope="session")
@@ -121,10 +120,18 @@ def redis() -> Iterator[RedisServer]:
 async def replicas(
     tmp_path: Path, redis: RedisServer, upstream_ca: TestCA, github: EchoUpstream
 ) -> AsyncIterator[tuple[ProxyProcess, ProxyProcess]]:
-    """Two airlock-proxies on one fresh Redis, both reaching ``github`` as api.github.com."""
-    resolve = [f"api.github.com:443:127.0.0.1:{github.port}"]
-    async with redis_replicas(tmp_path, redis, upstream_ca, resolve) as pair:
-        yield pair
+    """Two airlock-proxies (state in ``a`` and ``b``) sharing one fresh Redis store, as
+    replicas behind one Service do; both reach ``github`` as api.github.com."""
+    kwargs: dict[str, Any] = {
+        "resolve": [f"api.github.com:443:127.0.0.1:{github.port}"],
+        "upstream_ca": upstream_ca.ca_path,
+        "store": redis.url,
+    }
+    async with (
+        running_proxy(tmp_path / "a", **kwargs) as a,
+        running_proxy(tmp_path / "b", **kwargs) as b,
+    ):
+        yield a, b
 
 
 @pytest.fixture

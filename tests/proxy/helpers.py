@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import ssl
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
-
-from tests.fakes.proxy_harness import ProxyProcess, running_proxy
-from tests.fakes.redis_server import RedisServer
-from tests.fakes.tls import TestCA
 
 
 def placeholder() -> str:
@@ -78,17 +72,3 @@ async def curl_connect_status(env: Mapping[str, str], url: str) -> int:
 
 def proxy_ssl_context(ca_path: str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_path)
-
-
-@contextlib.asynccontextmanager
-async def redis_replicas(
-    tmp_dir: Path, redis: RedisServer, ca: TestCA, resolve: Sequence[str]
-) -> AsyncIterator[tuple[ProxyProcess, ProxyProcess]]:
-    """Two airlock-proxies (state in ``tmp_dir/a`` and ``tmp_dir/b``) sharing one Redis
-    store, as replicas behind one Service do; both reach ``resolve`` and trust ``ca``."""
-    kwargs: dict[str, Any] = {"resolve": resolve, "upstream_ca": ca.ca_path, "store": redis.url}
-    async with (
-        running_proxy(tmp_dir / "a", **kwargs) as a,
-        running_proxy(tmp_dir / "b", **kwargs) as b,
-    ):
-        yield a, b

@@ -19,10 +19,11 @@ import ssl
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import brotli  # type: ignore[import-untyped]
 import pytest
+import wsproto
+import wsproto.events
 import zstandard
 
 from airlock.proxy.protocol import SessionInfo
@@ -38,6 +39,8 @@ from tests.proxy.adversarial.ops_fixtures import (  # noqa: F401
     ops_other,
     ops_plain,
     ops_proxy,
+    proxy_auth,
+    send_connect,
 )
 from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
 
@@ -131,12 +134,6 @@ class Lease:
         """The forms of this lease's real token found in ``data`` (empty means clean)."""
         return leaks(data, self.real)
 
-    @property
-    def credentials(self) -> tuple[str, str]:
-        parts = urlsplit(self.session.proxy_url)
-        assert parts.username and parts.password
-        return parts.username, parts.password
-
 
 TOKENS: list[str] = []
 
@@ -225,18 +222,9 @@ def open_tunnel(
 ) -> ssl.SSLSocket:
     """CONNECT through the proxy as the lease's session, then TLS with the proxy CA."""
     sock = socket.create_connection(("127.0.0.1", lease.proxy.port), timeout=timeout)
-    user, secret = lease.credentials
-    auth = base64.b64encode(f"{user}:{secret}".encode()).decode()
-    sock.sendall(
-        f"CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n"
-        f"Proxy-Authorization: Basic {auth}\r\n\r\n".encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        data = sock.recv(4096)
-        if not data:
-            raise ConnectionError(f"proxy closed during CONNECT: {head!r}")
-        head += data
+    head = send_connect(sock, proxy_auth(lease.session).encode(), host)
+    if b"\r\n\r\n" not in head:
+        raise ConnectionError(f"proxy closed during CONNECT: {head!r}")
     assert head.split(b" ")[1] == b"200", head
     ctx = ssl.create_default_context(cafile=str(lease.proxy.ca_path))
     ctx.set_alpn_protocols([alpn] if isinstance(alpn, str) else list(alpn))
@@ -442,6 +430,16 @@ def h2_get(
         reset=not resp.complete,
         ended=resp.complete,
     )
+
+
+def ws_request(ws: wsproto.WSConnection, authorization: str) -> bytes:
+    """The opening handshake of a WebSocket to ``api.github.com/ws`` carrying ``authorization``."""
+    request = wsproto.events.Request(
+        host="api.github.com",
+        target="/ws",
+        extra_headers=[(b"authorization", authorization.encode())],
+    )
+    return ws.send(request)
 
 
 def wait_refusal(proxy: ProxyProcess, reason: str) -> None:

@@ -27,6 +27,7 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
+from tests.proxy.adversarial.flooder import read_head
 from tests.proxy.conftest import ProxyFactory, proxy_factory
 from tests.proxy.helpers import api_rule
 
@@ -244,6 +245,30 @@ def raw_exchange(
                 break
             chunks.append(data)
     return received.add(b"".join(chunks))
+
+
+CLOSE = b"Connection: close"
+
+
+def request_head(method: str, target: str, host: str, *lines: bytes) -> bytes:
+    """A raw HTTP/1.1 request head: the request line, ``Host``, then ``lines``
+    (whole header lines, in order), as a hostile client writes it."""
+    first = f"{method} {target} HTTP/1.1\r\nHost: {host}".encode()
+    return b"\r\n".join([first, *lines]) + b"\r\n\r\n"
+
+
+def send_connect(sock: socket.socket, auth: bytes, host: str = "other.test") -> bytes:
+    """Send a CONNECT for ``host``:443 with ``auth`` as Proxy-Authorization; the answer's head."""
+    target = f"{host}:443"
+    sock.sendall(request_head("CONNECT", target, target, b"Proxy-Authorization: " + auth))
+    return read_head(sock)
+
+
+def raw_connect(proxy: ProxyProcess, target: str, auth: bytes, received: Received) -> bytes:
+    """One CONNECT for ``target`` (``host:port``) with ``auth``, on a connection of its
+    own: everything the proxy answered before it closed."""
+    head = request_head("CONNECT", target, target, b"Proxy-Authorization: " + auth, CLOSE)
+    return raw_exchange(proxy, head, received)
 
 
 def status_of(response: bytes) -> int:

@@ -20,11 +20,13 @@ from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    CLOSE,
     OpsProxy,
     Seen,
     Tunnel,
     leased_session,
     raw_exchange,
+    request_head,
     status_of,
 )
 
@@ -110,8 +112,7 @@ def test_unauthenticated_flood_writes_bounded_audit(proxy: ProxyProcess) -> None
     for _ in range(40):
         response = raw_exchange(
             proxy,
-            b"CONNECT api.github.com:443 HTTP/1.1\r\nHost: api.github.com:443\r\n"
-            b"Connection: close\r\n\r\n",
+            request_head("CONNECT", "api.github.com:443", "api.github.com:443", CLOSE),
             SEEN,
         )
         assert status_of(response) == 407

@@ -30,6 +30,7 @@ from tests.proxy.adversarial.conftest import (
     read_all,
     reflector_resolve,
     written_leaks,
+    ws_request,
 )
 from tests.proxy.adversarial.ops_fixtures import FaultyProxy
 
@@ -97,15 +98,7 @@ def test_guard_alone_keeps_the_token_out_of_websocket_frames(faulty: Lease) -> N
     sock = open_tunnel(faulty)
     ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
     with sock:
-        sock.sendall(
-            ws.send(
-                wsproto.events.Request(
-                    host="api.github.com",
-                    target="/ws",
-                    extra_headers=[(b"authorization", faulty.authorization.encode())],
-                )
-            )
-        )
+        sock.sendall(ws_request(ws, faulty.authorization))
         raw = read_all(sock)  # the reflector sends its frames at once; the guard closes
     assert faulty.leaks(raw) == []
     assert b"101" in raw.split(b"\r\n", 1)[0]  # the upgrade itself went through

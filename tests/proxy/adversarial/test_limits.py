@@ -30,6 +30,7 @@ from tests.proxy.adversarial.ops_fixtures import (
     proxy_auth,
     raw_exchange,
     rss_kib,
+    send_connect,
     status_of,
 )
 
@@ -201,16 +202,7 @@ async def test_request_rate_per_session_is_429_with_retry_after(
 def _connect_answer(proxy: ProxyProcess, auth: bytes) -> bytes:
     """The proxy's answer to one CONNECT (the tunnel is then dropped)."""
     with socket.create_connection((proxy.proxy_host, proxy.port), timeout=20) as s:
-        s.sendall(
-            b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n"
-            b"Proxy-Authorization: " + auth + b"\r\n\r\n"
-        )
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = send_connect(s, auth)
         if status_of(data) != 200:
             # read the body too (JSON error)
             s.settimeout(5)

@@ -25,8 +25,6 @@ from tests.proxy.adversarial.ops_fixtures import (
     leased_session,
     placeholder,
 )
-from tests.proxy.conftest import github_resolve
-from tests.proxy.helpers import redis_replicas
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -106,16 +104,9 @@ async def test_deleted_session_closes_its_passthrough_tunnel(
 
 
 async def test_delete_on_one_replica_closes_tunnels_on_another(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-    redis: RedisServer,
+    ops_proxy: OpsProxy, ops_ca: TestCA, redis: RedisServer
 ) -> None:
-    resolve = github_resolve(ops_github, ops_other, ops_plain)
-    base = tmp_path_factory.mktemp("replicas")
-    async with redis_replicas(base, redis, ops_ca, resolve) as (a, b):
+    with ops_proxy("replica-a", store=redis.url) as a, ops_proxy("replica-b", store=redis.url) as b:
         ph = placeholder()
         info, _ = await _session(a, "tenant-c", ph)
         intercepted = Tunnel(b, info, "api.github.com", b.ca_path, SEEN)

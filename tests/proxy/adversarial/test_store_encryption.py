@@ -21,9 +21,8 @@ import pytest
 import redis as redis_sync
 
 from tests.fakes.net import free_port
-from tests.fakes.proxy_harness import PROXY_BIN, ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import PROXY_BIN, ProxyProcess
 from tests.fakes.redis_server import RedisServer, redis_contents, reply
-from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.proxy.adversarial.ops_fixtures import (
     OpsProxy,
@@ -34,7 +33,6 @@ from tests.proxy.adversarial.ops_fixtures import (
     placeholder,
     real_token,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule, git_rule
 
 pytestmark = pytest.mark.timeout(180)
@@ -98,23 +96,15 @@ async def test_redis_holds_no_real_token_after_a_swap(
 async def test_replica_with_another_key_fails_closed(
     tmp_path: Path,
     proxy: ProxyProcess,
-    ops_ca: TestCA,
+    ops_proxy: OpsProxy,
     ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
     redis: RedisServer,
 ) -> None:
     info, ph, _ = await leased_session(proxy, SEEN, ttl_s=120)
     wrong = tmp_path / "wrong-key"
     wrong.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
     ops_github.clear()
-    with proxy_process(
-        tmp_path / "b",
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        store=redis.url,
-        extra_args=["--store-key-file", str(wrong)],
-    ) as b:
+    with ops_proxy("wrong-key", store=redis.url, extra_args=["--store-key-file", str(wrong)]) as b:
         tunnel = Tunnel(b, info, "api.github.com", b.ca_path, SEEN)
         try:
             tunnel.open()

@@ -27,7 +27,7 @@ import pytest
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until_sync
-from tests.proxy.adversarial.ops_fixtures import OpsProxy, proxy_auth
+from tests.proxy.adversarial.ops_fixtures import OpsProxy, proxy_auth, send_connect
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -83,17 +83,7 @@ def _read_until_eof(sock: socket.socket, timeout: float) -> tuple[bytes, bool]:
 
 def _connect_answer(proxy: ProxyProcess, session: SessionInfo, timeout: float = 5) -> bytes:
     with socket.create_connection((proxy.proxy_host, proxy.port), timeout=timeout) as s:
-        s.sendall(
-            b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n"
-            b"Proxy-Authorization: " + proxy_auth(session).encode() + b"\r\n\r\n"
-        )
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            head += chunk
-        return head
+        return send_connect(s, proxy_auth(session).encode())
 
 
 @pytest.mark.parametrize("request_bytes", [NO_CREDS, BAD_CREDS, PLAIN_NO_CREDS])

@@ -14,7 +14,7 @@ import wsproto.events
 
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
-from tests.proxy.adversarial.conftest import Lease, nothing_written, open_tunnel
+from tests.proxy.adversarial.conftest import Lease, nothing_written, open_tunnel, ws_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,15 +28,7 @@ def test_websocket_messages_and_control_frames_are_scrubbed(
     seen: list[bytes] = []
     kinds: set[str] = set()
     with sock:
-        sock.sendall(
-            ws.send(
-                wsproto.events.Request(
-                    host="api.github.com",
-                    target="/ws",
-                    extra_headers=[(b"authorization", f"token {lease.placeholder}".encode())],
-                )
-            )
-        )
+        sock.sendall(ws_request(ws, lease.authorization))
         asked_close = False
         done = False
         while not done:
