@@ -17,7 +17,7 @@ import gzip
 import socket
 import ssl
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import brotli  # type: ignore[import-untyped]
@@ -42,7 +42,7 @@ from tests.proxy.adversarial.ops_fixtures import (  # noqa: F401
     proxy_auth,
     send_connect,
 )
-from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
+from tests.proxy.helpers import api_rule, basic, git_rule, placeholder, real_token
 
 HOSTS = ["api.github.com", "github.com"]
 H1_ONLY = "api.vercel.com"  # served by a reflector that speaks HTTP/1.1 only
@@ -107,28 +107,23 @@ class Lease:
     real: str
     basic: bool = False  # git's form: Basic base64(x-access-token:<placeholder>)
 
+    def _form(self, scheme: str, token: str) -> str:
+        return basic("x-access-token", token) if self.basic else f"{scheme} {token}"
+
     @property
     def authorization(self) -> str:
         """What the sandbox sends."""
-        if self.basic:
-            raw = f"x-access-token:{self.placeholder}".encode()
-            return "Basic " + base64.b64encode(raw).decode()
-        return f"token {self.placeholder}"
+        return self._form("token", self.placeholder)
 
     @property
     def reflected(self) -> str:
         """What the upstream receives (and reflects)."""
-        if self.basic:
-            return "Basic " + base64.b64encode(f"x-access-token:{self.real}".encode()).decode()
-        return f"Bearer {self.real}"
+        return self._form("Bearer", self.real)
 
     @property
     def scrubbed(self) -> str:
         """What the sandbox reads back in place of :attr:`reflected`."""
-        if self.basic:
-            raw = f"x-access-token:{self.placeholder}".encode()
-            return "Basic " + base64.b64encode(raw).decode()
-        return f"Bearer {self.placeholder}"
+        return self._form("Bearer", self.placeholder)
 
     def leaks(self, data: bytes) -> list[bytes]:
         """The forms of this lease's real token found in ``data`` (empty means clean)."""
@@ -377,6 +372,11 @@ class H2Response:
         return b"\n".join(parts)
 
 
+def header_pairs(lines: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+    """``Name: value`` lines as (lower-case name, value) pairs, as HTTP/2 carries them."""
+    return [(k.strip().lower(), v.strip()) for k, _, v in (ln.partition(b":") for ln in lines)]
+
+
 def h2_get(
     lease: Lease,
     path: str,
@@ -410,17 +410,10 @@ def h2_get(
         (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in resp.headers
     ]
     informational = [
-        [(b":status", b"%d" % status)]
-        + [
-            (k.strip().lower(), v.strip())
-            for k, _, v in (ln.partition(b":") for ln in head.split(b"\r\n")[1:])
-        ]
+        [(b":status", b"%d" % status), *header_pairs(head.split(b"\r\n")[1:])]
         for status, head in resp.interim
     ]
-    trailers = [
-        (k.strip().lower(), v.strip())
-        for k, _, v in (ln.partition(b":") for ln in resp.trailers.split(b"\r\n") if ln)
-    ]
+    trailers = header_pairs(ln for ln in resp.trailers.split(b"\r\n") if ln)
     return H2Response(
         raw=resp.raw,
         informational=informational,
