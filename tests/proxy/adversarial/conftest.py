@@ -357,8 +357,12 @@ class H2Response:
     headers: list[tuple[bytes, bytes]]
     body: bytes
     trailers: list[tuple[bytes, bytes]]
-    reset: bool
-    ended: bool
+    ended: bool  # the whole response arrived
+
+    @property
+    def reset(self) -> bool:
+        """The response was cut off (a stream reset, as HTTP/2 would say)."""
+        return not self.ended
 
     @property
     def status(self) -> int:
@@ -414,15 +418,7 @@ def h2_get(
         for status, head in resp.interim
     ]
     trailers = header_pairs(ln for ln in resp.trailers.split(b"\r\n") if ln)
-    return H2Response(
-        raw=resp.raw,
-        informational=informational,
-        headers=headers,
-        body=resp.body,
-        trailers=trailers,
-        reset=not resp.complete,
-        ended=resp.complete,
-    )
+    return H2Response(resp.raw, informational, headers, resp.body, trailers, ended=resp.complete)
 
 
 def ws_request(ws: wsproto.WSConnection, authorization: str) -> bytes:

@@ -18,13 +18,7 @@ from tests.fakes.redis_server import RedisServer
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
-from tests.proxy.adversarial.ops_fixtures import (
-    OpsProxy,
-    Seen,
-    Tunnel,
-    leased_session,
-    placeholder,
-)
+from tests.proxy.adversarial.ops_fixtures import OpsProxy, Seen, Tunnel, leased_session, placeholder
 
 pytestmark = pytest.mark.timeout(180)
 

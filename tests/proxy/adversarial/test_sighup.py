@@ -16,12 +16,7 @@ import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until_sync
-from tests.proxy.adversarial.ops_fixtures import (
-    OpsProxy,
-    Seen,
-    Tunnel,
-    leased_session,
-)
+from tests.proxy.adversarial.ops_fixtures import OpsProxy, Seen, Tunnel, leased_session
 
 pytestmark = pytest.mark.timeout(120)
 
