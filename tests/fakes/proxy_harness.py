@@ -284,8 +284,11 @@ class ProxyProcess:
 
 
 @contextlib.contextmanager
-def proxy_process(tmp_dir: Path, **kwargs: Any) -> Iterator[ProxyProcess]:
-    proc = ProxyProcess(tmp_dir, **kwargs).start()
+def proxy_process(
+    tmp_dir: Path, *, process: type[ProxyProcess] | None = None, **kwargs: Any
+) -> Iterator[ProxyProcess]:
+    """Start airlock-proxy (``process``: a :class:`ProxyProcess` subclass, if any), stop it after."""
+    proc = (process or ProxyProcess)(tmp_dir, **kwargs).start()
     try:
         yield proc
     finally:

@@ -7,13 +7,14 @@ stay independent; the upstreams live for the whole session.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.proxy_harness import ProxyProcess, proxy_process, running_proxy
+from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
 
@@ -106,6 +107,31 @@ def start_proxy(
 ) -> ProxyFactory:
     """:func:`proxy_factory` over this directory's upstreams."""
     return proxy_factory(tmp_path_factory, upstream_ca, github, other, plain)
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    """A fresh redis-server for one test (a test may stop it to see the proxy fail closed)."""
+    with redis_server_sync() as server:
+        yield server
+
+
+@pytest.fixture
+async def replicas(
+    tmp_path: Path, redis: RedisServer, upstream_ca: TestCA, github: EchoUpstream
+) -> AsyncIterator[tuple[ProxyProcess, ProxyProcess]]:
+    """Two airlock-proxies (state in ``a`` and ``b``) sharing one fresh Redis store, as
+    replicas behind one Service do; both reach ``github`` as api.github.com."""
+    kwargs: dict[str, Any] = {
+        "resolve": [f"api.github.com:443:127.0.0.1:{github.port}"],
+        "upstream_ca": upstream_ca.ca_path,
+        "store": redis.url,
+    }
+    async with (
+        running_proxy(tmp_path / "a", **kwargs) as a,
+        running_proxy(tmp_path / "b", **kwargs) as b,
+    ):
+        yield a, b
 
 
 @pytest.fixture

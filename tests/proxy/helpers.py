@@ -8,7 +8,13 @@ import ssl
 import subprocess
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from airlock.proxy.audit import AuditLog
+from airlock.proxy.config import ControlEndpoint, ProxyConfig
+from airlock.proxy.context import ProxyContext
+from airlock.proxy.store.memory import MemoryStore
 
 
 def placeholder() -> str:
@@ -72,3 +78,13 @@ async def curl_connect_status(env: Mapping[str, str], url: str) -> int:
 
 def proxy_ssl_context(ca_path: str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_path)
+
+
+def unit_context(tmp_path: Path) -> ProxyContext:
+    """A :class:`ProxyContext` for in-process tests: memory store, audit log and
+    state under ``tmp_path``, nothing listening."""
+    control = ControlEndpoint(kind="unix", path=tmp_path / "c.sock")
+    config = ProxyConfig(
+        listen_host="127.0.0.1", listen_port=8080, control=control, state_dir=tmp_path
+    )
+    return ProxyContext.create(config, MemoryStore(), AuditLog(tmp_path / "audit.log"))

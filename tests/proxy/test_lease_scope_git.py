@@ -9,7 +9,6 @@ repository's refs byte-identical, and nothing must be swapped for them.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from airlock.client.leases import git_basic_rule, github_placeholder
 from airlock.proxy.protocol import Allow, GitAllow
 from tests.fakes.github_proxy import GitHubBehindProxy, github_behind_proxy
+from tests.fakes.run import run_combined
 
 pytestmark = pytest.mark.asyncio
 REPO = "acme/widgets"
@@ -26,16 +26,7 @@ CHUNKED = ("-c", "http.postBuffer=65536", "-c", "http.version=HTTP/1.1")
 
 
 async def git(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await proc.communicate()
-    return proc.returncode or 0, out.decode(errors="replace")
+    return await run_combined(["git", *args], env=env, cwd=cwd)
 
 
 def refs_snapshot(bare: Path) -> dict[str, bytes]:

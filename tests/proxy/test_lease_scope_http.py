@@ -18,11 +18,10 @@ import pytest
 from airlock.client.leases import github_api_rule, github_placeholder, vercel_placeholder
 from airlock.client.proxy import ProxyClient, ProxyError
 from airlock.proxy.protocol import Allow, Event, GraphQLAllow, SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.tls import TestCA
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until
-from tests.proxy.conftest import github_resolve
+from tests.proxy.conftest import ProxyFactory
 from tests.proxy.helpers import curl, real_token
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,18 +33,8 @@ REPO = Allow(
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("scope"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
-    ) as p:
+def proxy(start_proxy: ProxyFactory) -> Iterator[ProxyProcess]:
+    with start_proxy("scope") as p:
         yield p
 
 

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from airlock.client.leases import github_api_rule, github_placeholder
 from airlock.client.proxy import ProxyError
 from airlock.proxy.protocol import Allow
-from tests.fakes.proxy_harness import running_proxy
-from tests.fakes.redis_server import RedisServer, redis_server_sync
-from tests.fakes.tls import TestCA
+from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.redis_server import RedisServer
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until
 from tests.proxy.helpers import curl, real_token
@@ -22,27 +19,12 @@ from tests.proxy.helpers import curl, real_token
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server_sync() as server:
-        yield server
-
-
 async def test_replicas_share_one_ordered_event_stream(
-    tmp_path: Path, redis: RedisServer, upstream_ca: TestCA, github: EchoUpstream
+    replicas: tuple[ProxyProcess, ProxyProcess], redis: RedisServer, github: EchoUpstream
 ) -> None:
-    resolve = [f"api.github.com:443:127.0.0.1:{github.port}"]
     ph, real = github_placeholder(), real_token()
-    async with (
-        running_proxy(
-            tmp_path / "a", resolve=resolve, upstream_ca=upstream_ca.ca_path, store=redis.url
-        ) as a,
-        running_proxy(
-            tmp_path / "b", resolve=resolve, upstream_ca=upstream_ca.ca_path, store=redis.url
-        ) as b,
-        a.client() as ca,
-        b.client() as cb,
-    ):
+    a, b = replicas
+    async with a.client() as ca, b.client() as cb:
         session = await ca.create_session(allow=["api.github.com"], ttl_s=60)
         sid = session.session_id
         start = (await cb.events_page(None)).next

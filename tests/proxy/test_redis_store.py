@@ -4,24 +4,16 @@ and losing Redis fails closed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from airlock.client.proxy import ProxyError
 from airlock.proxy.protocol import LeaseRule
-from airlock.proxy.store.base import (
-    LeaseRecord,
-    PlaceholderInUse,
-    SessionRecord,
-    StoreUnavailable,
-    hash_secret,
-    now,
-)
+from airlock.proxy.store import base
 from airlock.proxy.store.redis import RedisStore
-from tests.fakes.proxy_harness import running_proxy
-from tests.fakes.redis_server import RedisServer, redis_server_sync
+from tests.fakes.proxy_harness import ProxyProcess, running_proxy
+from tests.fakes.redis_server import RedisServer
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until
@@ -30,27 +22,12 @@ from tests.proxy.helpers import api_rule, curl, placeholder, real_token
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server_sync() as server:
-        yield server
-
-
 async def test_two_proxies_share_one_redis(
-    tmp_path: Path, redis: RedisServer, upstream_ca: TestCA, github: EchoUpstream
+    replicas: tuple[ProxyProcess, ProxyProcess], github: EchoUpstream
 ) -> None:
-    resolve = [f"api.github.com:443:127.0.0.1:{github.port}"]
     ph, real = placeholder(), real_token()
-    async with (
-        running_proxy(
-            tmp_path / "a", resolve=resolve, upstream_ca=upstream_ca.ca_path, store=redis.url
-        ) as a,
-        running_proxy(
-            tmp_path / "b", resolve=resolve, upstream_ca=upstream_ca.ca_path, store=redis.url
-        ) as b,
-        a.client() as ca,
-        b.client() as cb,
-    ):
+    a, b = replicas
+    async with a.client() as ca, b.client() as cb:
         session = await ca.create_session(allow=["api.github.com"], ttl_s=60)
         # The session made through A authenticates at B.
         env_b = b.client_env(session)
@@ -134,11 +111,11 @@ async def test_redis_store_records_expire_in_redis(redis: RedisServer) -> None:
     store = RedisStore(redis.url, prefix="t:")
     try:
         await store.ping()
-        session = SessionRecord("s1", hash_secret("x"), ("a.example",), now() + 1)
+        session = base.SessionRecord("s1", base.hash_secret("x"), ("a.example",), base.now() + 1)
         assert await store.create_session(session)
         assert not await store.create_session(session)
         rule = LeaseRule.model_validate(api_rule("airlock-gh-abcdefgh", "tok"))
-        lease = LeaseRecord("s1", "l1", (rule,), now() + 0.5)
+        lease = base.LeaseRecord("s1", "l1", (rule,), base.now() + 0.5)
         assert not await store.put_lease(lease)
         got, owners = await store.lookup("s1", ["airlock-gh-abcdefgh", "unknown-placeholder"])
         assert got is not None and got.session_id == "s1"
@@ -164,9 +141,9 @@ async def test_redis_store_records_expire_in_redis(redis: RedisServer) -> None:
 async def test_unreachable_redis_raises_store_unavailable() -> None:
     store = RedisStore("redis://127.0.0.1:1/0", timeout_s=0.5)
     try:
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(base.StoreUnavailable):
             await store.lookup("s", ["p"])
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(base.StoreUnavailable):
             await store.ping()
     finally:
         await store.close()
@@ -176,18 +153,20 @@ async def test_concurrent_replicas_cannot_both_bind_a_placeholder(redis: RedisSe
     stores = [RedisStore(redis.url, prefix="c:") for _ in range(2)]
     try:
         for i, store in enumerate(stores):
-            await store.create_session(SessionRecord(f"s{i}", hash_secret("x"), (), now() + 60))
+            await store.create_session(
+                base.SessionRecord(f"s{i}", base.hash_secret("x"), (), base.now() + 60)
+            )
         rule = LeaseRule.model_validate(api_rule("airlock-gh-contested", "tok"))
         for round_ in range(20):
             contested = rule.model_copy(update={"placeholder": f"airlock-gh-contested-{round_}"})
             results = await asyncio.gather(
                 *(
-                    store.put_lease(LeaseRecord(f"s{i}", "l", (contested,), now() + 60))
+                    store.put_lease(base.LeaseRecord(f"s{i}", "l", (contested,), base.now() + 60))
                     for i, store in enumerate(stores)
                 ),
                 return_exceptions=True,
             )
-            conflicts = [r for r in results if isinstance(r, PlaceholderInUse)]
+            conflicts = [r for r in results if isinstance(r, base.PlaceholderInUse)]
             assert len(conflicts) == 1, results
     finally:
         for store in stores:

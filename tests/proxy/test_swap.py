@@ -13,9 +13,10 @@ import http.client
 import json
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
@@ -60,6 +61,9 @@ def proxy(start_proxy: ProxyFactory) -> Iterator[ProxyProcess]:
         yield p
 
 
+Rule = Callable[[str, str], dict[str, Any]]
+
+
 @dataclass
 class Sandbox:
     proxy: ProxyProcess
@@ -74,6 +78,16 @@ class Sandbox:
     @property
     def proxy_url(self) -> str:
         return self.proxy.proxy_url(self.session)
+
+    async def get_with(self, ph: str, url: str) -> tuple[int, str, str]:
+        """curl ``url`` through the proxy with ``Authorization: token <ph>``."""
+        return await curl(self.env, "-H", f"Authorization: token {ph}", url)
+
+    async def lease(self, rule: Rule = api_rule) -> tuple[str, str]:
+        """A new placeholder and real token (both remembered), leased here as ``l1``."""
+        ph, real = placeholder(), token()
+        await self.client.put_lease(self.sid, "l1", [rule(ph, real)], ttl_s=60)
+        return ph, real
 
 
 ALLOW = ["api.github.com", "github.com", "api.vercel.com", "other.test", "plain.test"]
@@ -93,11 +107,8 @@ async def sandbox(proxy: ProxyProcess) -> AsyncIterator[Sandbox]:
 async def test_token_placeholder_arrives_as_bearer_real(
     sandbox: Sandbox, github: EchoUpstream
 ) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
-    status, body, err = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/user"
-    )
+    ph, real = await sandbox.lease()
+    status, body, err = await sandbox.get_with(ph, "https://api.github.com/user")
     assert status == 200, err
     assert github.last().one("authorization") == f"Bearer {real}"
     assert real not in body
@@ -107,8 +118,7 @@ async def test_bearer_placeholder_python_http_client(
     sandbox: Sandbox, github: EchoUpstream
 ) -> None:
     """Python's http.client through a CONNECT tunnel; scheme is case-insensitive."""
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease()
 
     def call() -> tuple[int, bytes]:
         ctx = ssl.create_default_context(cafile=str(sandbox.proxy.ca_path))
@@ -138,8 +148,7 @@ def _secret(sandbox: Sandbox) -> str:
 async def test_git_fetch_basic_placeholder(
     sandbox: Sandbox, github: EchoUpstream, tmp_path: Path
 ) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [git_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease(git_rule)
     repo = tmp_path / "repo"
     env = sandbox.env
     await run(["git", "init", "-q", str(repo)], env)
@@ -169,8 +178,7 @@ async def test_http2_clients_are_answered_in_http1(sandbox: Sandbox, github: Ech
     speaks HTTP/1.1 to the sandbox (the connection-level guard parses one
     framing), and both clients work all the same.
     """
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease()
     result = await run(
         [
             "curl", "-sS", "--http2", "-o", "/dev/null", "-w", "%{http_version} %{http_code}",
@@ -198,8 +206,7 @@ async def test_http2_clients_are_answered_in_http1(sandbox: Sandbox, github: Ech
 async def test_websocket_upgrade_carries_swapped_header(
     sandbox: Sandbox, github: EchoUpstream
 ) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease()
     ctx = ssl.create_default_context(cafile=str(sandbox.proxy.ca_path))
     async with aiohttp.ClientSession() as http_session:
         ws = await http_session.ws_connect(
@@ -228,9 +235,7 @@ async def test_tokens_of_any_length_and_crlf_stripped(
 ) -> None:
     ph, real = placeholder(), token(3000)
     await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
-    status, _, err = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/x"
-    )
+    status, _, err = await sandbox.get_with(ph, "https://api.github.com/x")
     assert status == 200, err
     assert github.last().one("authorization") == f"Bearer {real}"
 
@@ -252,8 +257,7 @@ async def test_tokens_of_any_length_and_crlf_stripped(
 async def test_upstream_echo_is_scrubbed_in_headers_and_bodies(
     sandbox: Sandbox, github: EchoUpstream
 ) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease()
     for query in ("", "?gzip=1"):
         result = await run(
             [
@@ -271,8 +275,7 @@ async def test_upstream_echo_is_scrubbed_in_headers_and_bodies(
 
 
 async def test_basic_echo_is_scrubbed(sandbox: Sandbox, github: EchoUpstream) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [git_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease(git_rule)
     result = await run(
         [
             "curl",
@@ -294,8 +297,7 @@ async def test_large_streamed_body_is_scrubbed(
     sandbox: Sandbox, github: EchoUpstream, version: str
 ) -> None:
     """A body over the streaming threshold, with the token at every chunk offset."""
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease()
     size = 6 * 1024 * 1024
     result = await asyncio.to_thread(
         subprocess.run,
@@ -321,22 +323,17 @@ async def test_large_streamed_body_is_scrubbed(
 
 async def test_no_lease_no_swap(sandbox: Sandbox, github: EchoUpstream) -> None:
     ph = placeholder()
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
-    )
+    status, _, _ = await sandbox.get_with(ph, "https://api.github.com/a")
     assert status == 200
     assert github.last().one("authorization") == f"token {ph}"
 
 
 async def test_no_swap_after_delete(sandbox: Sandbox, github: EchoUpstream) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, _ = await sandbox.lease()
     await sandbox.client.delete_lease(sandbox.sid, "l1")
     await sandbox.client.delete_lease(sandbox.sid, "l1")  # idempotent
     assert await sandbox.client.list_leases(sandbox.sid) == []
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
-    )
+    status, _, _ = await sandbox.get_with(ph, "https://api.github.com/a")
     assert status == 200
     assert github.last().one("authorization") == f"token {ph}"
 
@@ -345,18 +342,14 @@ async def test_no_swap_after_ttl_expiry(sandbox: Sandbox, github: EchoUpstream) 
 
     ph, real = placeholder(), token()
     await sandbox.client.put_lease(sandbox.sid, "short", [api_rule(ph, real)], ttl_s=3)
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
-    )
+    status, _, _ = await sandbox.get_with(ph, "https://api.github.com/a")
     assert github.last().one("authorization") == f"Bearer {real}"
     # The expiry watcher audits the lease the moment its TTL runs out.
     await sandbox.proxy.await_audit(
         lambda e: e["event"] == "lease_expired" and e.get("session") == sandbox.sid,
         what="lease_expired",
     )
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
-    )
+    status, _, _ = await sandbox.get_with(ph, "https://api.github.com/a")
     assert status == 200
     assert github.last().one("authorization") == f"token {ph}"
 
@@ -369,9 +362,7 @@ async def test_other_sessions_placeholder_is_blocked_and_audited(
         victim = await client.create_session(allow=ALLOW, ttl_s=60)
         await client.put_lease(victim.session_id, "l1", [api_rule(ph, real)], ttl_s=60)
         github.clear()
-        status, body, _ = await curl(
-            sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com/a"
-        )
+        status, body, _ = await sandbox.get_with(ph, "https://api.github.com/a")
         await client.delete_session(victim.session_id)
     assert status == 403
     assert "exfiltration" in body
@@ -386,12 +377,9 @@ async def test_other_sessions_placeholder_is_blocked_and_audited(
 async def test_placeholder_to_unleased_host_is_blocked_and_audited(
     sandbox: Sandbox, github: EchoUpstream
 ) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, _ = await sandbox.lease()
     github.clear()
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.vercel.com/v2/user"
-    )
+    status, _, _ = await sandbox.get_with(ph, "https://api.vercel.com/v2/user")
     assert status == 403
     assert github.requests == []
     await sandbox.proxy.await_audit(
@@ -400,33 +388,25 @@ async def test_placeholder_to_unleased_host_is_blocked_and_audited(
 
 
 async def test_plain_http_is_refused(sandbox: Sandbox, plain: EchoUpstream) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, _ = await sandbox.lease()
     plain.clear()
     # Plain http to an intercepted host: refused outright.
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "http://api.github.com/a"
-    )
+    status, _, _ = await sandbox.get_with(ph, "http://api.github.com/a")
     assert status == 403
     # Plain http elsewhere works, but never with a known placeholder.
     status, _, _ = await curl(sandbox.env, "http://plain.test/ok")
     assert status == 200
     assert plain.last().path == "/ok"
     assert plain.last().all("proxy-authorization") == []
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "http://plain.test/leak"
-    )
+    status, _, _ = await sandbox.get_with(ph, "http://plain.test/leak")
     assert status == 403
     assert all(r.path != "/leak" for r in plain.requests)
 
 
 async def test_port_other_than_443_never_swaps(sandbox: Sandbox, github: EchoUpstream) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, _ = await sandbox.lease()
     github.clear()
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: token {ph}", "https://api.github.com:8443/a"
-    )
+    status, _, _ = await sandbox.get_with(ph, "https://api.github.com:8443/a")
     assert status == 403
     assert github.requests == []
 
@@ -434,8 +414,7 @@ async def test_port_other_than_443_never_swaps(sandbox: Sandbox, github: EchoUps
 async def test_duplicated_authorization_header_is_not_swapped(
     sandbox: Sandbox, github: EchoUpstream
 ) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
+    ph, real = await sandbox.lease()
 
     def call() -> int:
         ctx = ssl.create_default_context(cafile=str(sandbox.proxy.ca_path))
@@ -458,31 +437,29 @@ async def test_duplicated_authorization_header_is_not_swapped(
 
 
 @pytest.mark.parametrize(
-    "template",
-    ["Bearer x{ph}", "token {ph} extra", "token {ph}x", "Bearerr {ph}", "{ph}", "Basic-x {ph}"],
+    ("rule", "template", "url"),
+    [
+        *(
+            (api_rule, template, "https://api.github.com/c")
+            for template in [
+                "Bearer x{ph}",
+                "token {ph} extra",
+                "token {ph}x",
+                "Bearerr {ph}",
+                "{ph}",
+                "Basic-x {ph}",
+            ]
+        ),
+        # Basic whose password has the placeholder as a prefix only.
+        (git_rule, "{basic_with_suffix}", "https://github.com/o/r"),
+    ],
 )
 async def test_value_merely_containing_placeholder_is_not_swapped(
-    sandbox: Sandbox, github: EchoUpstream, template: str
+    sandbox: Sandbox, github: EchoUpstream, rule: Rule, template: str, url: str
 ) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [api_rule(ph, real)], ttl_s=60)
-    value = template.format(ph=ph)
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: {value}", "https://api.github.com/c"
-    )
-    assert status == 200
-    assert github.last().one("authorization") == value
-
-
-async def test_basic_with_placeholder_suffix_is_not_swapped(
-    sandbox: Sandbox, github: EchoUpstream
-) -> None:
-    ph, real = placeholder(), token()
-    await sandbox.client.put_lease(sandbox.sid, "l1", [git_rule(ph, real)], ttl_s=60)
-    value = basic("x-access-token", ph + "suffix")
-    status, _, _ = await curl(
-        sandbox.env, "-H", f"Authorization: {value}", "https://github.com/o/r"
-    )
+    ph, _ = await sandbox.lease(rule)
+    value = template.format(ph=ph, basic_with_suffix=basic("x-access-token", ph + "suffix"))
+    status, _, _ = await curl(sandbox.env, "-H", f"Authorization: {value}", url)
     assert status == 200
     assert github.last().one("authorization") == value
 

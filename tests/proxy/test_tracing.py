@@ -12,10 +12,9 @@ from airlock.client.proxy import ProxyClient
 from airlock.proxy.protocol import LeaseRule
 from airlock.proxy.store.base import LeaseRecord, PlaceholderEntry
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until
-from tests.proxy.conftest import github_resolve
+from tests.proxy.conftest import ProxyFactory
 from tests.proxy.helpers import api_rule, curl, placeholder, real_token
 
 pytestmark = pytest.mark.timeout(120)
@@ -25,19 +24,8 @@ TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    github: EchoUpstream,
-    other: EchoUpstream,
-    plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp_path_factory.mktemp("tracing"),
-        resolve=github_resolve(github, other, plain),
-        upstream_ca=upstream_ca.ca_path,
-        extra_args=["--log-format", "json"],
-    ) as p:
+def proxy(start_proxy: ProxyFactory) -> Iterator[ProxyProcess]:
+    with start_proxy("tracing", extra_args=["--log-format", "json"]) as p:
         yield p
 
 

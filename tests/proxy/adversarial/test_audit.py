@@ -20,21 +20,19 @@ from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
+    CLOSE,
     OpsProxy,
-    Received,
+    Seen,
     Tunnel,
-    assert_no_token,
-    placeholder,
+    leased_session,
     raw_exchange,
-    real_token,
+    request_head,
     status_of,
 )
-from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(180)
 
-TOKENS: list[str] = []
-RECEIVED = Received()
+SEEN = Seen()
 SAMPLE = 5
 
 
@@ -55,13 +53,9 @@ def _events(proxy: ProxyProcess, event: str, **match: Any) -> list[dict[str, Any
 async def test_intercepted_tunnel_and_its_requests_are_audited(
     proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
-    ph, token = placeholder(), real_token()
-    TOKENS.append(token)
-    async with proxy.client() as client:
-        info = await client.create_session(allow=["api.github.com"], ttl_s=60)
-        await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=60)
+    info, ph, _ = await leased_session(proxy, SEEN)
     sid = info.session_id
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, small = tunnel.get(
         "/repos/x?access_token=secret-query", {"authorization": f"token {ph}"}
@@ -98,7 +92,7 @@ async def test_passthrough_tunnel_is_audited_with_bytes(
     async with proxy.client() as client:
         info = await client.create_session(allow=["other.test"], ttl_s=60)
     sid = info.session_id
-    tunnel = Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "other.test", ops_ca.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get("/x")
     assert status == 200
@@ -118,9 +112,8 @@ def test_unauthenticated_flood_writes_bounded_audit(proxy: ProxyProcess) -> None
     for _ in range(40):
         response = raw_exchange(
             proxy,
-            b"CONNECT api.github.com:443 HTTP/1.1\r\nHost: api.github.com:443\r\n"
-            b"Connection: close\r\n\r\n",
-            RECEIVED,
+            request_head("CONNECT", "api.github.com:443", "api.github.com:443", CLOSE),
+            SEEN,
         )
         assert status_of(response) == 407
     proxy.wait_audit(
@@ -136,5 +129,5 @@ def test_zz_suppressed_refusals_are_counted_and_no_token_leaked(proxy: ProxyProc
     proxy.stop()  # flushes the per-minute counts
     suppressed = _events(proxy, "refusals_suppressed", reason="proxy_auth_required")
     assert sum(e["count"] for e in suppressed) == 40 - SAMPLE
-    assert TOKENS
-    assert_no_token(TOKENS, RECEIVED.blobs, proxy.written_files())
+    assert SEEN.tokens
+    SEEN.assert_clean(proxy.written_files())

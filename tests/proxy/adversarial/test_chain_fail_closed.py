@@ -17,61 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from airlock.proxy.protocol import SessionInfo
 from tests.fakes.proxy_harness import ProxyProcess
-from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
-from tests.proxy.adversarial.ops_fixtures import (
-    FaultyProxy,
-    Received,
-    Tunnel,
-    assert_no_token,
-    placeholder,
-    real_token,
-)
-from tests.proxy.conftest import github_resolve
-from tests.proxy.helpers import api_rule
+from tests.proxy.adversarial.ops_fixtures import FaultyProxy, OpsProxy, Seen, Tunnel, leased_session
 
 pytestmark = pytest.mark.timeout(180)
 
-TOKENS: list[str] = []
-RECEIVED = Received()
-
-
-def _start(tmp: Path, fault: str, **kwargs: object) -> FaultyProxy:
-    proc = FaultyProxy(tmp, **kwargs)  # type: ignore[arg-type]
-    proc.fault = fault
-    return proc
+SEEN = Seen()
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    proc = _start(
-        tmp_path_factory.mktemp("faulty"),
-        "raise",
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-    ).start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-async def _leased(proxy: ProxyProcess) -> tuple[SessionInfo, str]:
-    ph, token = placeholder(), real_token()
-    TOKENS.append(token)
-    async with proxy.client() as client:
-        info = await client.create_session(allow=["api.github.com"], ttl_s=120)
-        await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=120)
-    return info, ph
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    with ops_proxy("faulty", process=FaultyProxy, fault="raise") as p:
+        yield p
 
 
 def _error_code(body: bytes) -> str:
@@ -81,9 +40,9 @@ def _error_code(body: bytes) -> str:
 async def test_exception_after_the_swap_is_502_and_nothing_goes_upstream(
     proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
-    info, ph = await _leased(proxy)
+    info, ph, _ = await leased_session(proxy, SEEN, ttl_s=120)
     ops_github.clear()
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get("/raise-request", {"authorization": f"token {ph}"})
     tunnel.close()
@@ -96,8 +55,8 @@ async def test_exception_after_the_swap_is_502_and_nothing_goes_upstream(
 async def test_exception_on_the_response_is_502_and_the_body_never_arrives(
     proxy: ProxyProcess, ops_github: EchoUpstream, path: str
 ) -> None:
-    info, ph = await _leased(proxy)
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    info, ph, _ = await leased_session(proxy, SEEN, ttl_s=120)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get(path, {"authorization": f"token {ph}"})
     tunnel.close()
@@ -110,8 +69,8 @@ async def test_exception_on_the_response_is_502_and_the_body_never_arrives(
 async def test_proxy_keeps_serving_and_audits_addon_errors(
     proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
-    info, ph = await _leased(proxy)
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    info, ph, _ = await leased_session(proxy, SEEN, ttl_s=120)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get("/fine", {"authorization": f"token {ph}"})
     tunnel.close()
@@ -131,7 +90,7 @@ async def test_proxy_keeps_serving_and_audits_addon_errors(
 
 
 def test_misspelt_hook_is_a_startup_error(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "typo")
+    proc = FaultyProxy(tmp_path, fault="typo")
     with pytest.raises(RuntimeError, match="did not become healthy"):
         proc.start(timeout_s=30)
     assert proc.process is not None and proc.process.returncode == 2
@@ -140,5 +99,5 @@ def test_misspelt_hook_is_a_startup_error(tmp_path: Path) -> None:
 
 
 def test_zz_no_real_token_anywhere(proxy: ProxyProcess) -> None:
-    assert len(TOKENS) >= 3
-    assert_no_token(TOKENS, RECEIVED.blobs, proxy.written_files())
+    assert len(SEEN.tokens) >= 3
+    SEEN.assert_clean(proxy.written_files())

@@ -100,13 +100,15 @@ def measure_during_flood(
     proxy: ProxyProcess,
     flooder: SessionInfo,
     victim: SessionInfo,
+    *,
     kind: str,
     host: str,
     workers: int,
     seconds: float = FLOOD_S,
     cafile: Path | None = None,
 ) -> tuple[list[float], dict[str, Any]]:
-    """Flood as ``flooder``; meanwhile ``victim`` CONNECTs five times a second."""
+    """Flood as ``flooder`` (``kind`` to ``host`` with ``workers`` workers, see
+    ``flooder.py``); meanwhile ``victim`` CONNECTs five times a second."""
     flood = subprocess.Popen(
         [*_argv(proxy, kind, seconds, flooder, host, cafile), str(workers)],
         stdout=subprocess.PIPE,
@@ -136,7 +138,9 @@ def test_other_sessions_connect_within_a_second_during_a_flood(proxy: ProxyProce
     CONNECT is answered within one second (the contract's bound, asserted
     as is: it is the fairness promise, not a performance target)."""
     flooder, victim = _session(proxy), _session(proxy)
-    latencies, stats = measure_during_flood(proxy, flooder, victim, "mixed", INTERCEPTED, 6)
+    latencies, stats = measure_during_flood(
+        proxy, flooder, victim, kind="mixed", host=INTERCEPTED, workers=6
+    )
     assert len(latencies) >= 20, latencies
     assert stats["streams"] or stats["requests"], stats  # the flood did flood
     assert max(latencies) < 1.0, (sorted(latencies)[-5:], stats)
@@ -152,7 +156,14 @@ def test_rapid_reset_through_a_passthrough_tunnel_costs_other_sessions_nothing(
     it held before these limits as well."""
     flooder, victim = _session(proxy), _session(proxy)
     latencies, stats = measure_during_flood(
-        proxy, flooder, victim, "h2-reset", PASSTHROUGH, 1, seconds=3.0, cafile=upstream_ca.ca_path
+        proxy,
+        flooder,
+        victim,
+        kind="h2-reset",
+        host=PASSTHROUGH,
+        workers=1,
+        seconds=3.0,
+        cafile=upstream_ca.ca_path,
     )
     assert stats["streams"], stats
     assert max(latencies) < 1.0, (sorted(latencies)[-5:], stats)

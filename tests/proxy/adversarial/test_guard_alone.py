@@ -10,7 +10,6 @@ proxy wrote may carry the token either.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,17 +22,17 @@ from tests.fakes.tls import TestCA
 from tests.proxy.adversarial.conftest import (
     BIG,
     H1_ONLY,
-    HOSTS,
     Lease,
     h1_get,
     h2_get,
-    leaks,
+    open_lease,
     open_tunnel,
     read_all,
+    reflector_resolve,
     written_leaks,
+    ws_request,
 )
 from tests.proxy.adversarial.ops_fixtures import FaultyProxy
-from tests.proxy.helpers import api_rule, placeholder, real_token
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,27 +49,13 @@ def faulty(
     hooks: str = request.param
     proc = FaultyProxy(
         tmp_path / "proxy",
-        resolve=[f"{h}:443:127.0.0.1:{upstream.port}" for h in HOSTS]
-        + [f"{H1_ONLY}:443:127.0.0.1:{upstream_h1.port}"],
+        resolve=reflector_resolve(upstream, upstream_h1),
         upstream_ca=upstream_ca.ca_path,
+        fault=f"unscrubbed:{hooks}",
     )
-    proc.fault = f"unscrubbed:{hooks}"
     proc.start()
-
-    async def make() -> Lease:
-        ph, real = placeholder(), real_token()
-        async with proc.client() as client:
-            session = await client.create_session(allow=[*HOSTS, H1_ONLY], ttl_s=600)
-            await client.put_lease(
-                session.session_id,
-                "l1",
-                [api_rule(ph, real, host=h) for h in [*HOSTS, H1_ONLY]],
-                ttl_s=600,
-            )
-        return Lease(proc, session, ph, real)
-
     try:
-        lease = asyncio.run(make())
+        lease = open_lease(proc, ttl_s=600)
         yield lease
         assert written_leaks(proc, [lease.real]) == []
     finally:
@@ -102,7 +87,7 @@ CASES = [
 def test_guard_alone_keeps_the_token_out(faulty: Lease, via: str, path: str, host: str) -> None:
     get = h1_get if via == "h1" else h2_get
     resp = get(faulty, path, host=host)
-    assert leaks(resp.everything, faulty.real) == []
+    assert faulty.leaks(resp.everything) == []
     events = guarded(faulty)
     assert events and events[0]["reason"] == "token", events
     assert events[0]["host"] == host
@@ -113,17 +98,9 @@ def test_guard_alone_keeps_the_token_out_of_websocket_frames(faulty: Lease) -> N
     sock = open_tunnel(faulty)
     ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
     with sock:
-        sock.sendall(
-            ws.send(
-                wsproto.events.Request(
-                    host="api.github.com",
-                    target="/ws",
-                    extra_headers=[(b"authorization", faulty.authorization.encode())],
-                )
-            )
-        )
+        sock.sendall(ws_request(ws, faulty.authorization))
         raw = read_all(sock)  # the reflector sends its frames at once; the guard closes
-    assert leaks(raw, faulty.real) == []
+    assert faulty.leaks(raw) == []
     assert b"101" in raw.split(b"\r\n", 1)[0]  # the upgrade itself went through
     events = guarded(faulty)
     assert events and events[0]["reason"] == "token", events

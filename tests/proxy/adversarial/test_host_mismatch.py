@@ -18,12 +18,12 @@ from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.conftest import (
-    TOKENS,
+    H1Response,
+    H2Response,
     Lease,
     h1_get,
     h2_get,
-    leaks,
-    written_leaks,
+    nothing_written,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,6 +35,19 @@ def marker() -> str:
 
 def never_reached(upstream: Reflector, path: str) -> bool:
     return not [r for r in upstream.requests if r.path == path]
+
+
+def assert_mismatch_answered(resp: H1Response | H2Response, upstream: Reflector, path: str) -> None:
+    """The proxy itself answered 403 ``host_mismatch``; nothing reached the upstream."""
+    assert resp.status == 403, resp.everything[:500]
+    assert json.loads(resp.body)["error"]["code"] == "host_mismatch"
+    assert never_reached(upstream, path)
+
+
+def assert_swapped(resp: H1Response | H2Response, upstream: Reflector, lease: Lease) -> None:
+    """Answered 200: the upstream received the real token in place of the placeholder."""
+    assert resp.status == 200, resp.everything[:500]
+    assert upstream.last("/header").auth == f"Bearer {lease.real}"
 
 
 def refused(proxy: ProxyProcess, sid: str) -> int:
@@ -68,7 +81,7 @@ def test_http1_other_host_is_refused(
     if resp.status == 403:
         assert json.loads(resp.body)["error"]["code"] == "host_mismatch"
     assert never_reached(upstream, path)
-    assert leaks(resp.everything, lease.real) == []
+    assert lease.leaks(resp.everything) == []
     if resp.status == 403:
         wait_until_sync(
             lambda: refused(proxy, lease.session.session_id) > before, message="no refusal line"
@@ -88,9 +101,7 @@ def test_http1_absolute_form_target_naming_another_host_is_refused(
 ) -> None:
     path = marker()
     resp = h1_get(lease, path, target=f"https://evil.test{path}")
-    assert resp.status == 403, resp.head
-    assert json.loads(resp.body)["error"]["code"] == "host_mismatch"
-    assert never_reached(upstream, path)
+    assert_mismatch_answered(resp, upstream, path)
 
 
 @pytest.mark.parametrize("authority", ["evil.test", "github.com", "api.github.com:8443"])
@@ -99,10 +110,8 @@ def test_http2_other_authority_is_refused(
 ) -> None:
     path = marker()
     resp = h2_get(lease, path, authority=authority)
-    assert resp.status == 403, resp.headers
-    assert json.loads(resp.body)["error"]["code"] == "host_mismatch"
-    assert never_reached(upstream, path)
-    assert leaks(resp.everything, lease.real) == []
+    assert_mismatch_answered(resp, upstream, path)
+    assert lease.leaks(resp.everything) == []
 
 
 def test_http2_host_header_beside_authority_must_match_too(
@@ -115,25 +124,31 @@ def test_http2_host_header_beside_authority_must_match_too(
     assert never_reached(upstream, path)
 
 
-@pytest.mark.parametrize("host_header", ["api.github.com", "API.GitHub.com:443", "api.github.com."])
-def test_http1_same_host_port_normalised_is_swapped(
-    lease: Lease, upstream: Reflector, host_header: str
+@pytest.mark.parametrize(
+    ("client", "host"),
+    [
+        ("h1", "api.github.com"),
+        ("h1", "API.GitHub.com:443"),
+        ("h1", "api.github.com."),
+        ("h2", "api.github.com:443"),
+    ],
+)
+def test_same_host_and_port_in_any_spelling_is_swapped(
+    lease: Lease, upstream: Reflector, client: str, host: str
 ) -> None:
+    """HTTP/1 ``Host`` normalised (case, default port, trailing dot); HTTP/2
+    ``:authority`` with the port."""
     path = marker()
-    resp = h1_get(lease, path, host_header=host_header)
-    assert resp.status == 200, resp.head
-    assert upstream.last("/header").auth == f"Bearer {lease.real}"
-    assert resp.header("x-reflect") == f"Bearer {lease.placeholder}"
-
-
-def test_http2_same_authority_is_swapped(lease: Lease, upstream: Reflector) -> None:
-    path = marker()
-    resp = h2_get(lease, path, authority="api.github.com:443")
-    assert resp.status == 200, resp.headers
-    assert upstream.last("/header").auth == f"Bearer {lease.real}"
-    assert leaks(resp.everything, lease.real) == []
+    if client == "h1":
+        resp: H1Response | H2Response = h1_get(lease, path, host_header=host)
+    else:
+        resp = h2_get(lease, path, authority=host)
+    assert_swapped(resp, upstream, lease)
+    if isinstance(resp, H1Response):
+        assert resp.header("x-reflect") == f"Bearer {lease.placeholder}"
+    else:
+        assert lease.leaks(resp.everything) == []
 
 
 def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:
-    assert TOKENS
-    assert written_leaks(proxy, TOKENS) == []
+    nothing_written(proxy)

@@ -24,22 +24,19 @@ from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
 from tests.proxy.adversarial.ops_fixtures import (
     OpsProxy,
-    Received,
+    Seen,
     Tunnel,
-    assert_no_token,
-    placeholder,
+    leased_session,
     proxy_auth,
     raw_exchange,
-    real_token,
     rss_kib,
+    send_connect,
     status_of,
 )
-from tests.proxy.helpers import api_rule
 
 pytestmark = pytest.mark.timeout(240)
 
-TOKENS: list[str] = []
-RECEIVED = Received()
+SEEN = Seen()
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +74,7 @@ def _huge_head(size: int) -> bytes:
 
 
 def test_head_over_64k_is_431_and_closed(proxy: ProxyProcess) -> None:
-    response = raw_exchange(proxy, _huge_head(70 * 1024), RECEIVED)
+    response = raw_exchange(proxy, _huge_head(70 * 1024), SEEN)
     assert status_of(response) == 431
     assert b'"header_too_large"' in response
 
@@ -85,7 +82,7 @@ def test_head_over_64k_is_431_and_closed(proxy: ProxyProcess) -> None:
 async def test_head_over_64k_inside_an_intercepted_tunnel_is_431(proxy: ProxyProcess) -> None:
     async with proxy.client() as client:
         info = await client.create_session(allow=["api.github.com"], ttl_s=60)
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get("/", {f"x-big-{i}": "b" * 1000 for i in range(80)})
     assert status == 431
@@ -99,7 +96,7 @@ async def test_head_over_64k_inside_an_intercepted_tunnel_is_431(proxy: ProxyPro
 def test_flood_of_huge_heads_does_not_keep_memory(proxy: ProxyProcess) -> None:
     assert proxy.process is not None
     pid = proxy.process.pid
-    raw_exchange(proxy, b"GET http://plain.test/ HTTP/1.1\r\nHost: plain.test\r\n\r\n", RECEIVED)
+    raw_exchange(proxy, b"GET http://plain.test/ HTTP/1.1\r\nHost: plain.test\r\n\r\n", SEEN)
     before = rss_kib(pid)
     blob = b"X-Flood: " + b"f" * 65000 + b"\r\n"
 
@@ -139,7 +136,7 @@ def test_half_sent_head_is_closed_after_the_head_timeout(proxy: ProxyProcess) ->
 async def test_half_sent_head_inside_an_intercepted_tunnel_is_closed(proxy: ProxyProcess) -> None:
     async with proxy.client() as client:
         info = await client.create_session(allow=["api.github.com"], ttl_s=60)
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     assert tunnel.conn.sock is not None
     tunnel.conn.sock.sendall(b"GET / HTTP/1.1\r\nHost: api.github.com\r\nX-Slow: ")
@@ -160,16 +157,16 @@ def test_silent_connection_is_closed_after_the_head_timeout(proxy: ProxyProcess)
 async def test_connection_cap_per_session(proxy: ProxyProcess, ops_ca: TestCA) -> None:
     async with proxy.client() as client:
         info = await client.create_session(allow=["other.test"], ttl_s=60)
-    tunnels = [Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED) for _ in range(3)]
+    tunnels = [Tunnel(proxy, info, "other.test", ops_ca.ca_path, SEEN) for _ in range(3)]
     for t in tunnels:
         t.open()
-    fourth = Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
+    fourth = Tunnel(proxy, info, "other.test", ops_ca.ca_path, SEEN)
     with pytest.raises(OSError, match="429"):
         fourth.open()
     tunnels[0].close()
 
     def fifth_opens() -> bool:
-        t = Tunnel(proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
+        t = Tunnel(proxy, info, "other.test", ops_ca.ca_path, SEEN)
         try:
             t.open()
         except OSError:
@@ -205,16 +202,7 @@ async def test_request_rate_per_session_is_429_with_retry_after(
 def _connect_answer(proxy: ProxyProcess, auth: bytes) -> bytes:
     """The proxy's answer to one CONNECT (the tunnel is then dropped)."""
     with socket.create_connection((proxy.proxy_host, proxy.port), timeout=20) as s:
-        s.sendall(
-            b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n"
-            b"Proxy-Authorization: " + auth + b"\r\n\r\n"
-        )
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = send_connect(s, auth)
         if status_of(data) != 200:
             # read the body too (JSON error)
             s.settimeout(5)
@@ -225,18 +213,14 @@ def _connect_answer(proxy: ProxyProcess, auth: bytes) -> bytes:
                         break
             except (OSError, ssl.SSLError):
                 pass
-    return RECEIVED.add(data)
+    return SEEN.add(data)
 
 
 async def test_swaps_still_work_under_the_limits(
     proxy: ProxyProcess, ops_github: EchoUpstream
 ) -> None:
-    ph, token = placeholder(), real_token()
-    TOKENS.append(token)
-    async with proxy.client() as client:
-        info = await client.create_session(allow=["api.github.com"], ttl_s=60)
-        await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=60)
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    info, ph, token = await leased_session(proxy, SEEN)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     for _ in range(3):
         status, body = tunnel.get("/ok", {"authorization": f"token {ph}"})
@@ -250,7 +234,7 @@ async def test_idle_tunnel_is_closed_after_the_idle_timeout(
 ) -> None:
     async with idle_proxy.client() as client:
         info = await client.create_session(allow=["other.test"], ttl_s=120)
-    tunnel = Tunnel(idle_proxy, info, "other.test", ops_ca.ca_path, RECEIVED)
+    tunnel = Tunnel(idle_proxy, info, "other.test", ops_ca.ca_path, SEEN)
     tunnel.open()
     assert tunnel.get("/x")[0] == 200
     # Head timeout is 60 s and the session lives on: only idleness closes it.
@@ -264,7 +248,5 @@ async def test_idle_tunnel_is_closed_after_the_idle_timeout(
 
 
 def test_zz_no_real_token_anywhere(proxy: ProxyProcess, slow_rate_proxy: ProxyProcess) -> None:
-    assert TOKENS
-    assert_no_token(
-        TOKENS, RECEIVED.blobs, [*proxy.written_files(), *slow_rate_proxy.written_files()]
-    )
+    assert SEEN.tokens
+    SEEN.assert_clean([*proxy.written_files(), *slow_rate_proxy.written_files()])

@@ -12,7 +12,6 @@ live counts: the same on every replica).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -20,17 +19,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.fakes.proxy_harness import ProxyProcess, running_proxy
-from tests.fakes.redis_server import RedisServer, redis_server_sync
+from tests.fakes.redis_server import RedisServer
 from tests.fakes.wait import wait_until
 from tests.proxy.helpers import api_rule, placeholder, real_token
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server_sync() as server:
-        yield server
 
 
 async def _scrape(proxy: ProxyProcess) -> tuple[int, int]:

@@ -15,10 +15,13 @@ import pytest
 from tests.fakes.net import free_port
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.proxy.adversarial.ops_fixtures import (
+    CLOSE,
     Received,
     assert_no_token,
     proxy_auth,
+    raw_connect,
     raw_exchange,
+    request_head,
     status_of,
 )
 
@@ -69,13 +72,7 @@ def auth(proxy: ProxyProcess) -> bytes:
 def test_connect_to_own_endpoint_in_any_spelling_is_refused(
     proxy: ProxyProcess, auth: bytes, host: str
 ) -> None:
-    target = f"{host}:443".encode()
-    response = raw_exchange(
-        proxy,
-        b"CONNECT " + target + b" HTTP/1.1\r\nHost: " + target + b"\r\n"
-        b"Proxy-Authorization: " + auth + b"\r\nConnection: close\r\n\r\n",
-        RECEIVED,
-    )
+    response = raw_connect(proxy, f"{host}:443", auth, RECEIVED)
     assert status_of(response) == 403
     assert b"control_api" in response
 
@@ -86,10 +83,9 @@ def test_plain_http_to_own_endpoint_in_any_spelling_is_refused(
 ) -> None:
     response = raw_exchange(
         proxy,
-        f"GET http://{host}/v1/sessions HTTP/1.1\r\nHost: {host}\r\n".encode()
-        + b"Proxy-Authorization: "
-        + auth
-        + b"\r\nConnection: close\r\n\r\n",
+        request_head(
+            "GET", f"http://{host}/v1/sessions", host, b"Proxy-Authorization: " + auth, CLOSE
+        ),
         RECEIVED,
     )
     assert status_of(response) == 403

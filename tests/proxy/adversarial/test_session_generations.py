@@ -13,26 +13,16 @@ from collections.abc import Iterator
 import pytest
 
 from airlock.proxy.protocol import SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.redis_server import RedisServer, redis_server_sync
+from tests.fakes.proxy_harness import ProxyProcess
+from tests.fakes.redis_server import RedisServer
 from tests.fakes.tls import TestCA
 from tests.fakes.upstream import EchoUpstream
 from tests.fakes.wait import wait_until_sync
-from tests.proxy.adversarial.ops_fixtures import (
-    OpsProxy,
-    Received,
-    Tunnel,
-    assert_no_token,
-    placeholder,
-    real_token,
-)
-from tests.proxy.conftest import github_resolve
-from tests.proxy.helpers import api_rule
+from tests.proxy.adversarial.ops_fixtures import OpsProxy, Seen, Tunnel, leased_session, placeholder
 
 pytestmark = pytest.mark.timeout(180)
 
-TOKENS: list[str] = []
-RECEIVED = Received()
+SEEN = Seen()
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +32,15 @@ def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
 
 
 async def _session(proxy: ProxyProcess, sid: str, ph: str) -> tuple[SessionInfo, str]:
-    token = real_token()
-    TOKENS.append(token)
-    async with proxy.client() as client:
-        info = await client.create_session(
-            session_id=sid, allow=["api.github.com", "other.test"], ttl_s=120
-        )
-        await client.put_lease(sid, "l1", [api_rule(ph, token)], ttl_s=120)
+    info, _, token = await leased_session(
+        proxy,
+        SEEN,
+        allow=["api.github.com", "other.test"],
+        ttl_s=120,
+        session_id=sid,
+        ph=ph,
+        lease_id="l1",
+    )
     return info, token
 
 
@@ -57,7 +49,7 @@ async def test_recreated_session_id_never_revives_an_intercepted_tunnel(
 ) -> None:
     ph = placeholder()
     old, old_token = await _session(proxy, "tenant-a", ph)
-    tunnel = Tunnel(proxy, old, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, old, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get("/before", {"authorization": f"token {ph}"})
     assert status == 200 and ph.encode() in body
@@ -89,7 +81,7 @@ async def test_deleted_session_closes_its_passthrough_tunnel(
     proxy: ProxyProcess, ops_ca: TestCA
 ) -> None:
     old, _ = await _session(proxy, "tenant-b", placeholder())
-    tunnel = Tunnel(proxy, old, "other.test", ops_ca.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, old, "other.test", ops_ca.ca_path, SEEN)
     tunnel.open()
     status, _ = tunnel.get("/through")
     assert status == 200
@@ -105,34 +97,14 @@ async def test_deleted_session_closes_its_passthrough_tunnel(
     tunnel.close()
 
 
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server_sync() as server:
-        yield server
-
-
 async def test_delete_on_one_replica_closes_tunnels_on_another(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-    redis: RedisServer,
+    ops_proxy: OpsProxy, ops_ca: TestCA, redis: RedisServer
 ) -> None:
-    resolve = github_resolve(ops_github, ops_other, ops_plain)
-    base = tmp_path_factory.mktemp("replicas")
-    with (
-        proxy_process(
-            base / "a", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
-        ) as a,
-        proxy_process(
-            base / "b", resolve=resolve, upstream_ca=ops_ca.ca_path, store=redis.url
-        ) as b,
-    ):
+    with ops_proxy("replica-a", store=redis.url) as a, ops_proxy("replica-b", store=redis.url) as b:
         ph = placeholder()
         info, _ = await _session(a, "tenant-c", ph)
-        intercepted = Tunnel(b, info, "api.github.com", b.ca_path, RECEIVED)
-        passthrough = Tunnel(b, info, "other.test", ops_ca.ca_path, RECEIVED)
+        intercepted = Tunnel(b, info, "api.github.com", b.ca_path, SEEN)
+        passthrough = Tunnel(b, info, "other.test", ops_ca.ca_path, SEEN)
         intercepted.open()
         passthrough.open()
         assert intercepted.get("/x", {"authorization": f"token {ph}"})[0] == 200
@@ -149,9 +121,9 @@ async def test_delete_on_one_replica_closes_tunnels_on_another(
         )
         intercepted.close()
         passthrough.close()
-        assert_no_token(TOKENS, RECEIVED.blobs, [*a.written_files(), *b.written_files()])
+        SEEN.assert_clean([*a.written_files(), *b.written_files()])
 
 
 def test_zz_no_real_token_anywhere(proxy: ProxyProcess) -> None:
-    assert len(TOKENS) >= 4
-    assert_no_token(TOKENS, RECEIVED.blobs, proxy.written_files())
+    assert len(SEEN.tokens) >= 4
+    SEEN.assert_clean(proxy.written_files())

@@ -16,20 +16,11 @@ import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until_sync
-from tests.proxy.adversarial.ops_fixtures import (
-    OpsProxy,
-    Received,
-    Tunnel,
-    assert_no_token,
-    placeholder,
-    real_token,
-)
-from tests.proxy.helpers import api_rule
+from tests.proxy.adversarial.ops_fixtures import OpsProxy, Seen, Tunnel, leased_session
 
 pytestmark = pytest.mark.timeout(120)
 
-TOKENS: list[str] = []
-RECEIVED = Received()
+SEEN = Seen()
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +35,7 @@ def _hup(proxy: ProxyProcess) -> None:
 
 
 async def test_sighup_reopens_the_audit_log_and_keeps_serving(proxy: ProxyProcess) -> None:
-    ph, token = placeholder(), real_token()
-    TOKENS.append(token)
-    async with proxy.client() as client:
-        info = await client.create_session(allow=["api.github.com"], ttl_s=60)
-        await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=60)
+    info, ph, _ = await leased_session(proxy, SEEN)
     rotated = proxy.audit_log.with_suffix(".log.1")
     wait_until_sync(
         lambda: "lease_created" in proxy.audit_log.read_text(),
@@ -65,7 +52,7 @@ async def test_sighup_reopens_the_audit_log_and_keeps_serving(proxy: ProxyProces
     )
     before = rotated.read_text()
 
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get("/after-rotation", {"authorization": f"token {ph}"})
     tunnel.close()
@@ -77,7 +64,7 @@ async def test_sighup_reopens_the_audit_log_and_keeps_serving(proxy: ProxyProces
     assert rotated.read_text() == before  # nothing more went to the rotated file
     assert proxy.process is not None and proxy.process.poll() is None
     assert "SIGHUP" in proxy.log_path.read_text()
-    assert_no_token(TOKENS, RECEIVED.blobs, [rotated, *proxy.written_files()])
+    SEEN.assert_clean([rotated, *proxy.written_files()])
 
 
 async def test_sighup_rereads_the_control_token(proxy: ProxyProcess) -> None:

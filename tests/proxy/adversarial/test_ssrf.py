@@ -16,12 +16,15 @@ import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess, proxy_process
 from tests.proxy.adversarial.ops_fixtures import (
+    CLOSE,
     Received,
     assert_no_token,
     placeholder,
     proxy_auth,
+    raw_connect,
     raw_exchange,
     real_token,
+    request_head,
     status_of,
 )
 from tests.proxy.helpers import api_rule
@@ -109,13 +112,7 @@ def _refusal(response: bytes) -> bytes:
 def test_connect_to_internal_address_is_refused_before_dialling(
     proxy: ProxyProcess, auth: bytes, addr: str, what: str
 ) -> None:
-    target = f"{_literal(addr)}:443".encode()
-    response = raw_exchange(
-        proxy,
-        b"CONNECT " + target + b" HTTP/1.1\r\nHost: " + target + b"\r\n"
-        b"Proxy-Authorization: " + auth + b"\r\nConnection: close\r\n\r\n",
-        RECEIVED,
-    )
+    response = raw_connect(proxy, f"{_literal(addr)}:443", auth, RECEIVED)
     assert status_of(response) == 403, what
     assert _refusal(response) in (b"destination_refused", b"control_api"), what
 
@@ -124,12 +121,17 @@ def test_connect_to_internal_address_is_refused_before_dialling(
 def test_plain_http_to_internal_address_is_refused_before_dialling(
     proxy: ProxyProcess, auth: bytes, addr: str, what: str
 ) -> None:
-    host = _literal(addr).encode()
+    host = _literal(addr)
     response = raw_exchange(
         proxy,
-        b"GET http://" + host + b"/latest/meta-data/ HTTP/1.1\r\nHost: " + host + b"\r\n"
-        b"Authorization: token " + PLACEHOLDER.encode() + b"\r\n"
-        b"Proxy-Authorization: " + auth + b"\r\nConnection: close\r\n\r\n",
+        request_head(
+            "GET",
+            f"http://{host}/latest/meta-data/",
+            host,
+            b"Authorization: token " + PLACEHOLDER.encode(),
+            b"Proxy-Authorization: " + auth,
+            CLOSE,
+        ),
         RECEIVED,
     )
     assert status_of(response) == 403, what
@@ -141,8 +143,9 @@ def test_plain_http_to_intercepted_host_is_refused_before_dns(
 ) -> None:
     response = raw_exchange(
         proxy,
-        b"GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\n"
-        b"Proxy-Authorization: " + auth + b"\r\nConnection: close\r\n\r\n",
+        request_head(
+            "GET", "http://localhost/", "localhost", b"Proxy-Authorization: " + auth, CLOSE
+        ),
         RECEIVED,
     )
     assert status_of(response) == 403

@@ -21,33 +21,25 @@ import pytest
 import redis as redis_sync
 
 from tests.fakes.net import free_port
-from tests.fakes.proxy_harness import PROXY_BIN, ProxyProcess, proxy_process
-from tests.fakes.redis_server import RedisServer, redis_contents, redis_server_sync, reply
-from tests.fakes.tls import TestCA
+from tests.fakes.proxy_harness import PROXY_BIN, ProxyProcess
+from tests.fakes.redis_server import RedisServer, redis_contents, reply
 from tests.fakes.upstream import EchoUpstream
 from tests.proxy.adversarial.ops_fixtures import (
     OpsProxy,
-    Received,
+    Seen,
     Tunnel,
     assert_no_token,
+    leased_session,
     placeholder,
     real_token,
 )
-from tests.proxy.conftest import github_resolve
 from tests.proxy.helpers import api_rule, git_rule
 
 pytestmark = pytest.mark.timeout(180)
 
 T = TypeVar("T")
 
-TOKENS: list[str] = []
-RECEIVED = Received()
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server_sync() as server:
-        yield server
+SEEN = Seen()
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +53,13 @@ async def test_redis_holds_no_real_token_after_a_swap(
 ) -> None:
     ph, ph_git = placeholder(), placeholder()
     token, git_token = real_token(), real_token()
-    TOKENS.extend([token, git_token])
+    SEEN.tokens.extend([token, git_token])
     async with proxy.client() as client:
         info = await client.create_session(allow=["api.github.com", "github.com"], ttl_s=120)
         await client.put_lease(
             info.session_id, "l", [api_rule(ph, token), git_rule(ph_git, git_token)], ttl_s=120
         )
-    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "api.github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, body = tunnel.get("/x", {"authorization": f"token {ph}"})
     tunnel.close()
@@ -76,7 +68,7 @@ async def test_redis_holds_no_real_token_after_a_swap(
 
     everything = redis_contents(redis.port)
     assert len(everything) >= 6  # session, lease, two placeholders, lease set...
-    assert_no_token(TOKENS, everything, [])
+    assert_no_token(SEEN.tokens, everything, [])
     r = redis_sync.Redis(port=redis.port)
     try:
         sealed: list[bytes | None] = [
@@ -88,7 +80,7 @@ async def test_redis_holds_no_real_token_after_a_swap(
         r.close()
     assert sealed and all(v is not None and v.startswith(b"AL1") for v in sealed)
 
-    tunnel = Tunnel(proxy, info, "github.com", proxy.ca_path, RECEIVED)
+    tunnel = Tunnel(proxy, info, "github.com", proxy.ca_path, SEEN)
     tunnel.open()
     status, _ = tunnel.get(
         "/repo.git/info/refs",
@@ -104,28 +96,16 @@ async def test_redis_holds_no_real_token_after_a_swap(
 async def test_replica_with_another_key_fails_closed(
     tmp_path: Path,
     proxy: ProxyProcess,
-    ops_ca: TestCA,
+    ops_proxy: OpsProxy,
     ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
     redis: RedisServer,
 ) -> None:
-    ph, token = placeholder(), real_token()
-    TOKENS.append(token)
-    async with proxy.client() as client:
-        info = await client.create_session(allow=["api.github.com"], ttl_s=120)
-        await client.put_lease(info.session_id, "l", [api_rule(ph, token)], ttl_s=120)
+    info, ph, _ = await leased_session(proxy, SEEN, ttl_s=120)
     wrong = tmp_path / "wrong-key"
     wrong.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
     ops_github.clear()
-    with proxy_process(
-        tmp_path / "b",
-        resolve=github_resolve(ops_github, ops_other, ops_plain),
-        upstream_ca=ops_ca.ca_path,
-        store=redis.url,
-        extra_args=["--store-key-file", str(wrong)],
-    ) as b:
-        tunnel = Tunnel(b, info, "api.github.com", b.ca_path, RECEIVED)
+    with ops_proxy("wrong-key", store=redis.url, extra_args=["--store-key-file", str(wrong)]) as b:
+        tunnel = Tunnel(b, info, "api.github.com", b.ca_path, SEEN)
         try:
             tunnel.open()
         except OSError as exc:
@@ -134,7 +114,7 @@ async def test_replica_with_another_key_fails_closed(
             status, _ = tunnel.get("/x", {"authorization": f"token {ph}"})
             assert status == 503
         tunnel.close()
-        assert_no_token(TOKENS, RECEIVED.blobs, b.written_files())
+        SEEN.assert_clean(b.written_files())
     assert ops_github.requests == []
 
 
@@ -185,5 +165,5 @@ def test_bad_key_file_refuses_to_start(
 
 
 def test_zz_no_real_token_anywhere(proxy: ProxyProcess, redis: RedisServer) -> None:
-    assert len(TOKENS) >= 3
-    assert_no_token(TOKENS, [*RECEIVED.blobs, *redis_contents(redis.port)], proxy.written_files())
+    assert len(SEEN.tokens) >= 3
+    SEEN.assert_clean(proxy.written_files(), redis_contents(redis.port))

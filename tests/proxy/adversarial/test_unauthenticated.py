@@ -19,17 +19,15 @@ import resource
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
 from airlock.proxy.protocol import SessionInfo
-from tests.fakes.proxy_harness import ProxyProcess, proxy_process
-from tests.fakes.tls import TestCA
-from tests.fakes.upstream import EchoUpstream
+from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until_sync
-from tests.proxy.adversarial.ops_fixtures import proxy_auth
-from tests.proxy.conftest import github_resolve
+from tests.proxy.adversarial.ops_fixtures import OpsProxy, proxy_auth, send_connect
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,55 +40,23 @@ BAD_CREDS = (
 PLAIN_NO_CREDS = b"GET http://plain.test/ HTTP/1.1\r\nHost: plain.test\r\n\r\n"
 
 
-def _proxy(
-    tmp: pytest.TempPathFactory, ca: TestCA, ups: tuple[EchoUpstream, ...], *extra: str
-) -> Iterator[ProxyProcess]:
-    with proxy_process(
-        tmp.mktemp("unauth"),
-        resolve=github_resolve(*ups),
-        upstream_ca=ca.ca_path,
-        extra_args=["--head-timeout", "60", "--idle-timeout", "120", *extra],
-    ) as p:
+def _proxy(ops_proxy: OpsProxy, *extra: str) -> AbstractContextManager[ProxyProcess]:
+    return ops_proxy("unauth", extra_args=["--head-timeout", "60", "--idle-timeout", "120", *extra])
+
+
+@pytest.fixture(scope="module")
+def proxy(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    """A roomy unauthenticated pool: only the 407 answer itself can close those."""
+    pool = ["--max-unauthenticated-connections", "1000", "--unauthenticated-timeout", "60"]
+    with _proxy(ops_proxy, *pool) as p:
         yield p
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    """A roomy unauthenticated pool: only the 407 answer itself can close those."""
-    yield from _proxy(
-        tmp_path_factory,
-        ops_ca,
-        (ops_github, ops_other, ops_plain),
-        "--max-unauthenticated-connections",
-        "1000",
-        "--unauthenticated-timeout",
-        "60",
-    )
-
-
-@pytest.fixture(scope="module")
-def small_pool(
-    tmp_path_factory: pytest.TempPathFactory,
-    ops_ca: TestCA,
-    ops_github: EchoUpstream,
-    ops_other: EchoUpstream,
-    ops_plain: EchoUpstream,
-) -> Iterator[ProxyProcess]:
-    yield from _proxy(
-        tmp_path_factory,
-        ops_ca,
-        (ops_github, ops_other, ops_plain),
-        "--max-unauthenticated-connections",
-        "8",
-        "--unauthenticated-timeout",
-        "2",
-    )
+def small_pool(ops_proxy: OpsProxy) -> Iterator[ProxyProcess]:
+    pool = ["--max-unauthenticated-connections", "8", "--unauthenticated-timeout", "2"]
+    with _proxy(ops_proxy, *pool) as p:
+        yield p
 
 
 def _session(proxy: ProxyProcess) -> SessionInfo:
@@ -117,17 +83,7 @@ def _read_until_eof(sock: socket.socket, timeout: float) -> tuple[bytes, bool]:
 
 def _connect_answer(proxy: ProxyProcess, session: SessionInfo, timeout: float = 5) -> bytes:
     with socket.create_connection((proxy.proxy_host, proxy.port), timeout=timeout) as s:
-        s.sendall(
-            b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n"
-            b"Proxy-Authorization: " + proxy_auth(session).encode() + b"\r\n\r\n"
-        )
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            head += chunk
-        return head
+        return send_connect(s, proxy_auth(session).encode())
 
 
 @pytest.mark.parametrize("request_bytes", [NO_CREDS, BAD_CREDS, PLAIN_NO_CREDS])

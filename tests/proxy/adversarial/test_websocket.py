@@ -14,7 +14,7 @@ import wsproto.events
 
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.reflector import Reflector
-from tests.proxy.adversarial.conftest import TOKENS, Lease, leaks, open_tunnel, written_leaks
+from tests.proxy.adversarial.conftest import Lease, nothing_written, open_tunnel, ws_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,15 +28,7 @@ def test_websocket_messages_and_control_frames_are_scrubbed(
     seen: list[bytes] = []
     kinds: set[str] = set()
     with sock:
-        sock.sendall(
-            ws.send(
-                wsproto.events.Request(
-                    host="api.github.com",
-                    target="/ws",
-                    extra_headers=[(b"authorization", f"token {lease.placeholder}".encode())],
-                )
-            )
-        )
+        sock.sendall(ws_request(ws, lease.authorization))
         asked_close = False
         done = False
         while not done:
@@ -74,7 +66,7 @@ def test_websocket_messages_and_control_frames_are_scrubbed(
     assert upstream.last("/ws").auth == f"Bearer {lease.real}"
     assert {"accept", "text", "bytes", "ping", "pong", "close"} <= kinds, kinds
     everything = bytes(raw) + b"\n".join(seen)
-    assert leaks(everything, lease.real) == []
+    assert lease.leaks(everything) == []
     # The data messages arrive whole, with the placeholder in place of the token.
     joined = b"\n".join(seen)
     assert f"text Bearer {lease.placeholder}".encode() in joined
@@ -82,5 +74,4 @@ def test_websocket_messages_and_control_frames_are_scrubbed(
 
 
 def test_zz_nothing_written_contains_a_real_token(proxy: ProxyProcess) -> None:
-    assert TOKENS
-    assert written_leaks(proxy, TOKENS) == []
+    nothing_written(proxy)
