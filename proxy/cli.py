@@ -24,6 +24,74 @@ from .config import (
     read_control_token,
 )
 
+# The "limits" group: every option in it is one number with a default, so
+# they are rows of one table rather than a dozen near-identical calls.
+# (flag, type, default, help); the order is the order --help lists them in.
+_LIMIT_OPTIONS: tuple[tuple[str, type[int] | type[float], float, str], ...] = (
+    ("--max-head-bytes", int, 65536, "request head size limit (431 beyond)"),
+    ("--head-timeout", float, 10.0, "seconds to send a request head"),
+    (
+        "--idle-timeout",
+        float,
+        300.0,
+        "close a connection after this many seconds without a byte either way",
+    ),
+    (
+        "--max-connections-per-session",
+        int,
+        128,
+        "open connections one session may hold (429 beyond)",
+    ),
+    (
+        "--session-rate",
+        float,
+        500.0,
+        "requests per second per session, token bucket refill (429 beyond); 0 = no limit",
+    ),
+    ("--session-burst", int, 1000, "token bucket size per session"),
+    (
+        "--connection-rate",
+        float,
+        200.0,
+        "requests, new HTTP/2 streams and stream resets per second on one connection "
+        "(the proxy stops reading a connection over it); 0 = no limit",
+    ),
+    ("--connection-burst", int, 400, "token bucket size per connection"),
+    (
+        "--max-unauthenticated-connections",
+        int,
+        64,
+        "connections that have not proven a session yet (beyond: closed at once)",
+    ),
+    (
+        "--unauthenticated-timeout",
+        float,
+        5.0,
+        "seconds a connection may take to prove a session before it is closed",
+    ),
+    (
+        "--max-decoded-bytes",
+        int,
+        1 << 30,
+        "a compressed response body is cut (decoded_too_large) once it decodes past "
+        "this many bytes",
+    ),
+    (
+        "--max-decode-ratio",
+        int,
+        100,
+        "a compressed response body is cut (decoded_too_large) once it decodes to more "
+        "than this many times its compressed size "
+        "(sustained, after a 4 MiB allowance)",
+    ),
+    (
+        "--refusal-audit-per-minute",
+        int,
+        60,
+        "407/408/429/431 refusals audited per reason and minute (then counted)",
+    ),
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = cli_common.Parser(
@@ -106,76 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="GitHub API base URL for minting (GHES: https://HOST/api/v3)",
     )
     limits = p.add_argument_group("limits")
-    limits.add_argument(
-        "--max-head-bytes", type=int, default=65536, help="request head size limit (431 beyond)"
-    )
-    limits.add_argument(
-        "--head-timeout", type=float, default=10.0, help="seconds to send a request head"
-    )
-    limits.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=300.0,
-        help="close a connection after this many seconds without a byte either way",
-    )
-    limits.add_argument(
-        "--max-connections-per-session",
-        type=int,
-        default=128,
-        help="open connections one session may hold (429 beyond)",
-    )
-    limits.add_argument(
-        "--session-rate",
-        type=float,
-        default=500.0,
-        help="requests per second per session, token bucket refill (429 beyond); 0 = no limit",
-    )
-    limits.add_argument(
-        "--session-burst", type=int, default=1000, help="token bucket size per session"
-    )
-    limits.add_argument(
-        "--connection-rate",
-        type=float,
-        default=200.0,
-        help="requests, new HTTP/2 streams and stream resets per second on one connection "
-        "(the proxy stops reading a connection over it); 0 = no limit",
-    )
-    limits.add_argument(
-        "--connection-burst", type=int, default=400, help="token bucket size per connection"
-    )
-    limits.add_argument(
-        "--max-unauthenticated-connections",
-        type=int,
-        default=64,
-        help="connections that have not proven a session yet (beyond: closed at once)",
-    )
-    limits.add_argument(
-        "--unauthenticated-timeout",
-        type=float,
-        default=5.0,
-        help="seconds a connection may take to prove a session before it is closed",
-    )
-    limits.add_argument(
-        "--max-decoded-bytes",
-        type=int,
-        default=1 << 30,
-        help="a compressed response body is cut (decoded_too_large) once it decodes past "
-        "this many bytes",
-    )
-    limits.add_argument(
-        "--max-decode-ratio",
-        type=int,
-        default=100,
-        help="a compressed response body is cut (decoded_too_large) once it decodes to more "
-        "than this many times its compressed size "
-        "(sustained, after a 4 MiB allowance)",
-    )
-    limits.add_argument(
-        "--refusal-audit-per-minute",
-        type=int,
-        default=60,
-        help="407/408/429/431 refusals audited per reason and minute (then counted)",
-    )
+    for flag, kind, default, text in _LIMIT_OPTIONS:
+        limits.add_argument(flag, type=kind, default=default, help=text)
     return p
 
 
