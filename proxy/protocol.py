@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
@@ -102,6 +103,14 @@ _GQL_NAME_RE = re.compile(r"^[_A-Za-z][_0-9A-Za-z]{0,127}$")
 _PERMISSION_RE = re.compile(r"^[a-z_]{1,64}$")
 
 
+def _each_matches(values: Iterable[str] | None, pattern: re.Pattern[str], message: str) -> None:
+    """Raise ``ValueError(message)`` unless every one of ``values`` matches
+    ``pattern``: the one check behind every list-of-names field below."""
+    for value in values or ():
+        if not pattern.match(value):
+            raise ValueError(message)
+
+
 class GraphQLAllow(_Model):
     """GraphQL operations a rule allows (``POST /graphql``); subscriptions never."""
 
@@ -111,9 +120,9 @@ class GraphQLAllow(_Model):
     @field_validator("names")
     @classmethod
     def _names(cls, value: list[str] | None) -> list[str] | None:
-        for name in value or []:
-            if not _GQL_NAME_RE.match(name):
-                raise ValueError("operation names are GraphQL names ([_A-Za-z][_0-9A-Za-z]*)")
+        _each_matches(
+            value, _GQL_NAME_RE, "operation names are GraphQL names ([_A-Za-z][_0-9A-Za-z]*)"
+        )
         return value
 
 
@@ -127,17 +136,13 @@ class GitAllow(_Model):
     @field_validator("repos")
     @classmethod
     def _repos(cls, value: list[str]) -> list[str]:
-        for repo in value:
-            if not _REPO_RE.match(repo):
-                raise ValueError("repos are 'owner/name'")
+        _each_matches(value, _REPO_RE, "repos are 'owner/name'")
         return value
 
     @field_validator("push_refs")
     @classmethod
     def _refs(cls, value: list[str] | None) -> list[str] | None:
-        for ref in value or []:
-            if not _REF_GLOB_RE.match(ref):
-                raise ValueError("push_refs are globs starting with 'refs/'")
+        _each_matches(value, _REF_GLOB_RE, "push_refs are globs starting with 'refs/'")
         return value
 
 
@@ -159,9 +164,7 @@ class Allow(_Model):
     def _methods(cls, value: list[str] | None) -> list[str] | None:
         if value is None:
             return None
-        for method in value:
-            if not _METHOD_RE.match(method):
-                raise ValueError("methods are HTTP method names such as GET")
+        _each_matches(value, _METHOD_RE, "methods are HTTP method names such as GET")
         return [m.upper() for m in value]
 
     @field_validator("paths")
@@ -209,9 +212,7 @@ class Replacement(_Model):
     @field_validator("repositories")
     @classmethod
     def _repositories(cls, value: list[str] | None) -> list[str] | None:
-        for repo in value or []:
-            if not _REPO_RE.match(repo):
-                raise ValueError("repositories are 'owner/name'")
+        _each_matches(value, _REPO_RE, "repositories are 'owner/name'")
         if value and len({r.split("/")[0].lower() for r in value}) != 1:
             raise ValueError("repositories must share one owner (one app installation)")
         return value
@@ -219,9 +220,9 @@ class Replacement(_Model):
     @field_validator("permissions")
     @classmethod
     def _permissions(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        for name in value or {}:
-            if not _PERMISSION_RE.match(name):
-                raise ValueError("permission names are lower-case words such as contents")
+        _each_matches(
+            value, _PERMISSION_RE, "permission names are lower-case words such as contents"
+        )
         return value
 
     @model_validator(mode="after")
