@@ -18,7 +18,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from ..protocol import LeaseRule
 
@@ -92,25 +92,6 @@ class SessionRecord:
         )
 
 
-def _lease_json(
-    session_id: str,
-    lease_id: str,
-    expires_at: float,
-    rules: tuple[LeaseRule, ...],
-    trace_id: str | None = None,
-) -> str:
-    """The stored form shared by a lease and its per-placeholder index entries."""
-    data: dict[str, Any] = {
-        "session_id": session_id,
-        "lease_id": lease_id,
-        "expires_at": expires_at,
-        "rules": [r.model_dump(mode="json") for r in rules],
-    }
-    if trace_id is not None:
-        data["trace_id"] = trace_id
-    return json.dumps(data)
-
-
 def _lease_fields(raw: str | bytes) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(raw)
     return {
@@ -122,8 +103,38 @@ def _lease_fields(raw: str | bytes) -> dict[str, Any]:
     }
 
 
+class _StoredLease:
+    """What a lease and its per-placeholder index entries share: liveness and
+    one stored JSON form. A plain mixin, not a dataclass: each subclass keeps
+    its own field order (callers construct them positionally)."""
+
+    session_id: str
+    lease_id: str
+    expires_at: float
+    rules: tuple[LeaseRule, ...]
+    trace_id: str | None
+
+    def live(self, at: float | None = None) -> bool:
+        return self.expires_at > (now() if at is None else at)
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {
+            "session_id": self.session_id,
+            "lease_id": self.lease_id,
+            "expires_at": self.expires_at,
+            "rules": [r.model_dump(mode="json") for r in self.rules],
+        }
+        if self.trace_id is not None:
+            data["trace_id"] = self.trace_id
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Self:
+        return cls(**_lease_fields(raw))
+
+
 @dataclass(frozen=True)
-class LeaseRecord:
+class LeaseRecord(_StoredLease):
     """``trace_id``: the W3C trace of the request that installed the lease (never a
     secret); the swap audit lines of the lease carry it."""
 
@@ -141,9 +152,6 @@ class LeaseRecord:
     def placeholders(self) -> set[str]:
         return {rule.placeholder for rule in self.rules}
 
-    def live(self, at: float | None = None) -> bool:
-        return self.expires_at > (now() if at is None else at)
-
     def entry_for(self, placeholder: str) -> PlaceholderEntry:
         return PlaceholderEntry(
             session_id=self.session_id,
@@ -153,18 +161,9 @@ class LeaseRecord:
             trace_id=self.trace_id,
         )
 
-    def to_json(self) -> str:
-        return _lease_json(
-            self.session_id, self.lease_id, self.expires_at, self.rules, self.trace_id
-        )
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> LeaseRecord:
-        return cls(**_lease_fields(raw))
-
 
 @dataclass(frozen=True)
-class PlaceholderEntry:
+class PlaceholderEntry(_StoredLease):
     """Who owns a placeholder, and the rules of that lease that use it."""
 
     session_id: str
@@ -172,18 +171,6 @@ class PlaceholderEntry:
     expires_at: float
     rules: tuple[LeaseRule, ...]
     trace_id: str | None = None
-
-    def live(self, at: float | None = None) -> bool:
-        return self.expires_at > (now() if at is None else at)
-
-    def to_json(self) -> str:
-        return _lease_json(
-            self.session_id, self.lease_id, self.expires_at, self.rules, self.trace_id
-        )
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> PlaceholderEntry:
-        return cls(**_lease_fields(raw))
 
 
 class Store(ABC):
