@@ -102,6 +102,19 @@ Gate = Callable[[], Awaitable[None]]
 ReadWirer = Callable[[str, Gate, Callable[[], int]], bool]
 
 
+def _bucket(
+    table: dict[str, TokenBucket], key: str, rate: float, burst: int, now: float
+) -> TokenBucket | None:
+    """The bucket of ``key`` in ``table``, created on first use; None when
+    ``rate`` is 0 (that limit is off)."""
+    if rate <= 0:
+        return None
+    bucket = table.get(key)
+    if bucket is None:
+        bucket = table[key] = TokenBucket(rate, burst, now)
+    return bucket
+
+
 class Budgets:
     """The token buckets of every session and connection, and the read gate.
 
@@ -118,26 +131,16 @@ class Budgets:
         self._cheap: set[str] = set()
 
     def session_bucket(self, sid: str, now: float) -> TokenBucket | None:
-        rate = self.ctx.config.session_rate
-        if rate <= 0:
-            return None
-        bucket = self._buckets.get(sid)
-        if bucket is None:
-            if len(self._buckets) >= _MAX_BUCKETS:
-                self._prune(now)
-            bucket = self._buckets[sid] = TokenBucket(rate, self.ctx.config.session_burst, now)
-        return bucket
+        if sid not in self._buckets and len(self._buckets) >= _MAX_BUCKETS:
+            self._prune(now)
+        config = self.ctx.config
+        return _bucket(self._buckets, sid, config.session_rate, config.session_burst, now)
 
     def _connection_bucket(self, client_id: str, now: float) -> TokenBucket | None:
-        rate = self.ctx.config.connection_rate
-        if rate <= 0:
-            return None
-        bucket = self._per_connection.get(client_id)
-        if bucket is None:
-            bucket = self._per_connection[client_id] = TokenBucket(
-                rate, self.ctx.config.connection_burst, now
-            )
-        return bucket
+        config = self.ctx.config
+        return _bucket(
+            self._per_connection, client_id, config.connection_rate, config.connection_burst, now
+        )
 
     def _session_of(self, client_id: str) -> str | None:
         state = self.ctx.connections.get(client_id)
