@@ -43,7 +43,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from bench.report import percentile, table
+from bench.report import bench_seconds, percentile, print_last_table, table
+from bench.sampling import LoadTally, warm_then_measure
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.net import wait_port as _wait_port
 
@@ -119,9 +120,8 @@ async def _cycles(
 
     clients = [ProxyClient(control) for control, _, _ in replicas]
     ctx = ssl.create_default_context(cafile=str(replicas[0][2]))
-    latencies: list[float] = []
+    tally = LoadTally()
     phases: dict[str, list[float]] = {p: [] for p in PHASES}
-    errors = 0
     counter = iter(range(10**9))
 
     async def one(http: aiohttp.ClientSession, i: int) -> bool:
@@ -168,7 +168,6 @@ async def _cycles(
                     phases[phase].append(value)
 
     async def worker(deadline: float, record: bool) -> None:
-        nonlocal errors
         connector = aiohttp.TCPConnector(ssl=ctx, force_close=True)
         async with aiohttp.ClientSession(connector=connector) as http:
             while time.perf_counter() < deadline:
@@ -178,21 +177,14 @@ async def _cycles(
                 except (aiohttp.ClientError, OSError, RuntimeError):
                     ok = False
                 if record:
-                    if ok:
-                        latencies.append(time.perf_counter() - started)
-                    else:
-                        errors += 1
+                    tally.add(ok, started)
 
     try:
-        warm = time.perf_counter() + 1.0
-        await asyncio.gather(*(worker(warm, False) for _ in range(WORKERS)))
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(started + seconds, True) for _ in range(WORKERS)))
-        elapsed = time.perf_counter() - started
+        elapsed = await warm_then_measure(worker, WORKERS, seconds)
     finally:
         for client in clients:
             await client.aclose()
-    return len(latencies), latencies, errors, elapsed, phases
+    return len(tally.latencies), tally.latencies, tally.errors, elapsed, phases
 
 
 def _start_replica(work: Path, up_port: int, up_ca: Path, store: str, ca_from: Any) -> Any:
@@ -350,15 +342,12 @@ def run(seconds: float, rounds: int) -> None:
             [[r.name, *(r.phases_p50_ms[p] for p in PHASES)] for r in results],
         )
     )
-    print()
-    print(table(["process", "RSS MiB", "PSS MiB", "RSS vs bare python"], memory))
-    for note in notes:
-        print(note)
+    print_last_table(["process", "RSS MiB", "PSS MiB", "RSS vs bare python"], memory, notes)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench_e2e")
-    parser.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 3)))
+    parser.add_argument("--seconds", type=float, default=bench_seconds(3))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--upstream", nargs=3, metavar=("CERT", "KEY", "PORT"), help=argparse.SUPPRESS

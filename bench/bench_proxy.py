@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import ssl
 import statistics
@@ -47,7 +46,8 @@ from pathlib import Path
 import aiohttp
 
 from bench.proxy_rig import proxy_headers, start_proxy, start_upstream
-from bench.report import percentile, table
+from bench.report import bench_seconds, percentile, print_last_table, table
+from bench.sampling import LoadTally, warm_then_measure
 from tests.fakes.net import free_port as _free_port
 from tests.fakes.net import wait_port as _wait_port
 from tests.fakes.processes import stop_process
@@ -69,11 +69,9 @@ async def _load(
     seconds: float,
 ) -> tuple[int, list[float], int]:
     ctx = ssl.create_default_context(cafile=ca)
-    latencies: list[float] = []
-    errors = 0
+    tally = LoadTally()
 
     async def worker(deadline: float, record: bool) -> None:
-        nonlocal errors
         connector = aiohttp.TCPConnector(limit=1, ssl=ctx)
         async with aiohttp.ClientSession(connector=connector) as session:
             while time.perf_counter() < deadline:
@@ -87,19 +85,10 @@ async def _load(
                 except aiohttp.ClientError:
                     ok = False
                 if record:
-                    if ok:
-                        latencies.append(time.perf_counter() - started)
-                    else:
-                        errors += 1
+                    tally.add(ok, started)
 
-    # Warm-up (tunnels, certificates), then measure.
-    warm = time.perf_counter() + 1.0
-    await asyncio.gather(*(worker(warm, False) for _ in range(CONCURRENCY)))
-    started = time.perf_counter()
-    deadline = started + seconds
-    await asyncio.gather(*(worker(deadline, True) for _ in range(CONCURRENCY)))
-    elapsed = time.perf_counter() - started
-    return int(len(latencies) / elapsed), latencies, errors
+    elapsed = await warm_then_measure(worker, CONCURRENCY, seconds)
+    return int(len(tally.latencies) / elapsed), tally.latencies, tally.errors
 
 
 async def _download(
@@ -549,15 +538,12 @@ async def run(
     if download_rows:
         print()
         _print_downloads(download_rows, download_size)
-    print()
-    print(table(["proxy RSS", "tunnels", "n", "KiB per tunnel"], tunnel_rows))
-    for note in notes:
-        print(note)
+    print_last_table(["proxy RSS", "tunnels", "n", "KiB per tunnel"], tunnel_rows, notes)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench_proxy")
-    parser.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 5)))
+    parser.add_argument("--seconds", type=float, default=bench_seconds(5))
     parser.add_argument("--leases", type=int, default=10_000)
     parser.add_argument("--round-trips", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)

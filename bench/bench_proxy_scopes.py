@@ -35,7 +35,7 @@ from pathlib import Path
 import aiohttp
 
 from bench.proxy_rig import proxy_headers, start_proxy, start_upstream
-from bench.report import figure, percentile, small, table
+from bench.report import bench_seconds, figure, percentile, small, table
 
 CONCURRENCY = 16
 REAL = "ghs_bench_real_token_" + "x" * 20
@@ -297,6 +297,6 @@ async def run(seconds: float, rounds: int, push_rounds: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m bench`` entry: a shorter run at small scale."""
-    seconds = float(os.environ.get("BENCH_SECONDS", 3 if small() else 9))
+    seconds = bench_seconds(3 if small() else 9)
     rounds = 2 if small() else 3
     asyncio.run(run(seconds, rounds, rounds))

@@ -19,7 +19,7 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,22 @@ def figure(
             "target": target,
         }
     )
+
+
+def bench_seconds(default: float) -> float:
+    """How long each timed scenario runs: ``BENCH_SECONDS`` when set (CI and
+    ``python -m bench`` shorten runs with it), else the bench's own default."""
+    return float(os.environ.get("BENCH_SECONDS", default))
+
+
+def print_last_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], notes: Iterable[str]
+) -> None:
+    """Print a report's closing table, then the notes on what its numbers do not say."""
+    print()
+    print(table(headers, rows))
+    for note in notes:
+        print(note)
 
 
 def begin(bench: str) -> None:
