@@ -33,7 +33,8 @@ from typing import Any, Literal
 
 import aiohttp
 
-from airlock.client.providers.jwt import app_jwt, load_private_key
+from airlock.client.providers.github_api import app_headers, json_object
+from airlock.client.providers.jwt import load_private_key
 
 from .protocol import Replacement
 
@@ -117,12 +118,7 @@ class GitHubAppMinter:
         return minted.expires_at - self._margin > self._clock()
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {app_jwt(self.app_id, self._key)}",
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": "2022-11-28",
-            "User-Agent": "airlock-proxy",
-        }
+        return app_headers(self.app_id, self._key, "airlock-proxy")
 
     async def _call(
         self, method: str, path: str, payload: dict[str, Any] | None
@@ -138,11 +134,7 @@ class GitHubAppMinter:
                     ssl=self._ssl or True,
                 ) as resp,
             ):
-                try:
-                    data = await resp.json(content_type=None)
-                except ValueError:
-                    data = None
-                return resp.status, data if isinstance(data, dict) else {}
+                return resp.status, await json_object(resp)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise CredentialUnavailable(
                 "request_failed", f"{method} {path} failed: {type(exc).__name__}"

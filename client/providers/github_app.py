@@ -27,7 +27,8 @@ from .errors import (
     TokenRequestFailedError,
     TokenRequestRejectedError,
 )
-from .jwt import app_jwt, load_private_key
+from .github_api import app_headers, json_object
+from .jwt import load_private_key
 
 REFRESH_MARGIN_S = 300
 DEFAULT_API_URL = "https://api.github.com"
@@ -125,12 +126,7 @@ class GitHubAppProvider:
         self._cache.clear()
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {app_jwt(self.app_id, self._key)}",
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": "2022-11-28",
-            "User-Agent": "airlock-client",
-        }
+        return app_headers(self.app_id, self._key, "airlock-client")
 
     async def _installation(self, http: aiohttp.ClientSession) -> int:
         if self.installation_id is not None:
@@ -197,11 +193,7 @@ class GitHubAppProvider:
             async with http.request(
                 method, url, json=payload, headers=self._headers(), ssl=self._ssl or True
             ) as resp:
-                try:
-                    data = await resp.json(content_type=None)
-                except ValueError:
-                    data = None
-                return resp.status, data if isinstance(data, dict) else {}
+                return resp.status, await json_object(resp)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise TokenRequestFailedError(
                 f"{method} {url.split('?')[0]} failed: {type(exc).__name__}: {exc}", cause=exc
