@@ -402,6 +402,14 @@ def test_frame_wake_names_every_kind_in_one_text() -> None:
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
+def _quota_spent(reset_in_s: int) -> dict[str, str]:
+    """GitHub's headers for a used-up rate limit that resets ``reset_in_s`` after NOW."""
+    return {
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": str(int(NOW.timestamp()) + reset_in_s),
+    }
+
+
 @pytest.mark.parametrize(
     ("status", "headers", "refreshed", "action", "delay"),
     [
@@ -414,21 +422,9 @@ NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
         (429, {}, False, "retry", 1.0),
         (429, {"Retry-After": "30"}, False, "retry", 30.0),
         (429, {"retry-after": "Wed, 01 Jan 2026 12:01:00 GMT"}, False, "retry", 60.0),
-        (
-            429,
-            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW.timestamp()) + 90)},
-            False,
-            "retry",
-            90.0,
-        ),
+        (429, _quota_spent(reset_in_s=90), False, "retry", 90.0),
         (403, {}, False, "fail", 0.0),
-        (
-            403,
-            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW.timestamp()) + 5)},
-            False,
-            "retry",
-            5.0,
-        ),
+        (403, _quota_spent(reset_in_s=5), False, "retry", 5.0),
         (404, {}, False, "fail", 0.0),
         (422, {}, False, "fail", 0.0),
         (401, {}, False, "refresh_token", 0.0),
