@@ -16,7 +16,7 @@ from .expiry import ExpiryWatcher
 from .metrics import Metrics
 from .mitm.logscrub import SwappedForms
 from .protocol import error_json
-from .state import Connections
+from .state import ClientState, Connections
 from .store.base import Clock, Store, now
 
 REFUSED = "airlock_refused"
@@ -68,6 +68,14 @@ class ProxyContext:
             events=events if events is not None else MemoryEvents(),
             clock=clock,
         )
+
+    def unanswered_state(self, flow: http.HTTPFlow) -> ClientState | None:
+        """The state of ``flow``'s client connection; None when an earlier addon
+        already answered the flow (nothing is left to do for it) or the
+        connection is not known."""
+        if refused(flow):
+            return None
+        return self.connections.get(flow.client_conn.id)
 
     def refuse(
         self,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from mitmproxy import connection, http
 
 from ..audit import audit_path_of
-from ..context import REFUSED, ProxyContext, refused
+from ..context import REFUSED, ProxyContext
 from ..protocol import normalize_host
 
 _DOWN = "airlock_bytes_down"
@@ -52,9 +52,7 @@ class TrafficAudit:
         self.ctx = ctx
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
-        if refused(flow):
-            return
-        state = self.ctx.connections.get(flow.client_conn.id)
+        state = self.ctx.unanswered_state(flow)
         if state is None or state.tunnel is None:
             return
         t = state.tunnel

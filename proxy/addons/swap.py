@@ -167,9 +167,7 @@ class Swap:
             state.scrub = shared
 
     async def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if refused(flow):
-            return
-        state = self.ctx.connections.get(flow.client_conn.id)
+        state = self.ctx.unanswered_state(flow)
         if state is None or state.session_id is None:
             return
         sid = state.session_id
