@@ -941,24 +941,26 @@ class FakeGitHub(AsyncClosing):
             "parents": [{"sha": p} for p in parents],
         }
 
-    async def _get_commit(self, request: web.Request) -> web.Response:
+    async def _repo_and_ref(self, request: web.Request) -> tuple[_Repo, str | None]:
+        """The token's repository and the commit the path's ``ref`` names (None: no such)."""
         repo = self._repo_for(request, self._require_token(request))
-        sha = await self._resolve_any(repo.path, request.match_info["ref"])
+        return repo, await self._resolve_any(repo.path, request.match_info["ref"])
+
+    async def _get_commit(self, request: web.Request) -> web.Response:
+        repo, sha = await self._repo_and_ref(request)
         if sha is None:
             return _error(422, f"No commit found for SHA: {request.match_info['ref']}")
         return web.json_response(await self._commit_json(repo, sha))
 
     async def _check_runs_h(self, request: web.Request) -> web.Response:
-        repo = self._repo_for(request, self._require_token(request))
-        sha = await self._resolve_any(repo.path, request.match_info["ref"])
+        repo, sha = await self._repo_and_ref(request)
         if sha is None:
             return _error(422, "No commit found")
         runs = self._check_runs.get((repo.full_name.lower(), sha), [])
         return web.json_response({"total_count": len(runs), "check_runs": runs})
 
     async def _status_h(self, request: web.Request) -> web.Response:
-        repo = self._repo_for(request, self._require_token(request))
-        sha = await self._resolve_any(repo.path, request.match_info["ref"])
+        repo, sha = await self._repo_and_ref(request)
         if sha is None:
             return _error(422, "No commit found")
         statuses = self._statuses.get((repo.full_name.lower(), sha), [])
