@@ -36,38 +36,51 @@ class DaemonMetrics:
         self.seconds[tool] += seconds
 
     def render(self) -> str:
-        lines = [
-            "# HELP airlockd_tool_calls_total Tool calls by tool and outcome (ok or error code).",
-            "# TYPE airlockd_tool_calls_total counter",
-        ]
-        for (tool, outcome), count in sorted(self.calls.items()):
-            lines.append(f'airlockd_tool_calls_total{{tool="{tool}",outcome="{outcome}"}} {count}')
-        lines += [
-            "# HELP airlockd_tool_seconds_total Time spent in tool calls.",
-            "# TYPE airlockd_tool_seconds_total counter",
-        ]
-        for tool, secs in sorted(self.seconds.items()):
-            lines.append(f'airlockd_tool_seconds_total{{tool="{tool}"}} {secs:.6f}')
-        lines += [
-            "# HELP airlockd_requests_in_flight Requests being served.",
-            "# TYPE airlockd_requests_in_flight gauge",
-            f"airlockd_requests_in_flight {self.in_flight}",
-            "# HELP airlockd_connections_rejected_total Connections answered 503 at the cap.",
-            "# TYPE airlockd_connections_rejected_total counter",
-        ]
-        for listener, count in sorted(self.connections_rejected.items()):
-            lines.append(f'airlockd_connections_rejected_total{{listener="{listener}"}} {count}')
-        lines += [
-            "# HELP airlockd_header_timeouts_total Connections closed for a slow request head.",
-            "# TYPE airlockd_header_timeouts_total counter",
-        ]
-        for listener, count in sorted(self.header_timeouts.items()):
-            lines.append(f'airlockd_header_timeouts_total{{listener="{listener}"}} {count}')
-        lines += [
-            "# HELP airlockd_connections_evicted_total Idle connections without a valid token "
-            "closed to make room.",
-            "# TYPE airlockd_connections_evicted_total counter",
-        ]
-        for listener, count in sorted(self.connections_evicted.items()):
-            lines.append(f'airlockd_connections_evicted_total{{listener="{listener}"}} {count}')
+        lines = _family(
+            "airlockd_tool_calls_total",
+            "counter",
+            "Tool calls by tool and outcome (ok or error code).",
+            [(f'tool="{t}",outcome="{o}"', str(n)) for (t, o), n in sorted(self.calls.items())],
+        )
+        lines += _family(
+            "airlockd_tool_seconds_total",
+            "counter",
+            "Time spent in tool calls.",
+            [(f'tool="{t}"', f"{secs:.6f}") for t, secs in sorted(self.seconds.items())],
+        )
+        lines += _family(
+            "airlockd_requests_in_flight",
+            "gauge",
+            "Requests being served.",
+            [("", str(self.in_flight))],
+        )
+        per_listener = (
+            (
+                "airlockd_connections_rejected_total",
+                "Connections answered 503 at the cap.",
+                self.connections_rejected,
+            ),
+            (
+                "airlockd_header_timeouts_total",
+                "Connections closed for a slow request head.",
+                self.header_timeouts,
+            ),
+            (
+                "airlockd_connections_evicted_total",
+                "Idle connections without a valid token closed to make room.",
+                self.connections_evicted,
+            ),
+        )
+        for name, help_text, counts in per_listener:
+            samples = [(f'listener="{ln}"', str(n)) for ln, n in sorted(counts.items())]
+            lines += _family(name, "counter", help_text, samples)
         return "\n".join(lines) + "\n"
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, str]]) -> list[str]:
+    """One metric family in the text format: HELP, TYPE, then ``name{labels} value`` lines
+    (no braces when a sample has no labels)."""
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        lines.append(f"{name}{{{labels}}} {value}" if labels else f"{name} {value}")
+    return lines

@@ -747,6 +747,16 @@ def regular_fd(fd: int, display: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
+def lstat_existing(roots: Roots, target: ResolvedPath, next_step: str) -> os.stat_result:
+    """``target``'s own lstat, asked through its parent's fd (a link is not followed);
+    a missing target is ``not_found`` saying ``next_step``."""
+    with roots.parent(target) as anchor:
+        st = anchor.lstat()
+    if st is None:
+        raise NotFound(f"{target.display} does not exist; {next_step}", {"path": target.display})
+    return st
+
+
 def check_regular(st: os.stat_result, display: str) -> None:
     """Directories get ``is_directory``; FIFOs, sockets and devices ``invalid_request``."""
     if stat.S_ISREG(st.st_mode):

@@ -53,25 +53,25 @@ def check_state_dir_outside_roots(state: Path, roots: list[Path]) -> None:
             )
 
 
-def writable_by(st: os.stat_result, user: ExecUser) -> bool:
-    """Whether ``user`` may write (create, rename, delete entries in) what ``st`` describes."""
+def _permits(st: os.stat_result, user: ExecUser, bits: tuple[int, int, int]) -> bool:
+    """The owner, group or other bit of ``bits`` that applies to ``user`` (root: always)."""
     if user.uid == 0:
         return True
+    owner, group, other = bits
     if st.st_uid == user.uid:
-        return bool(st.st_mode & stat.S_IWUSR)
+        return bool(st.st_mode & owner)
     if st.st_gid == user.gid or st.st_gid in user.groups:
-        return bool(st.st_mode & stat.S_IWGRP)
-    return bool(st.st_mode & stat.S_IWOTH)
+        return bool(st.st_mode & group)
+    return bool(st.st_mode & other)
+
+
+def writable_by(st: os.stat_result, user: ExecUser) -> bool:
+    """Whether ``user`` may write (create, rename, delete entries in) what ``st`` describes."""
+    return _permits(st, user, (stat.S_IWUSR, stat.S_IWGRP, stat.S_IWOTH))
 
 
 def readable_by(st: os.stat_result, user: ExecUser) -> bool:
-    if user.uid == 0:
-        return True
-    if st.st_uid == user.uid:
-        return bool(st.st_mode & stat.S_IRUSR)
-    if st.st_gid == user.gid or st.st_gid in user.groups:
-        return bool(st.st_mode & stat.S_IRGRP)
-    return bool(st.st_mode & stat.S_IROTH)
+    return _permits(st, user, (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH))
 
 
 def can_switch_user() -> bool:

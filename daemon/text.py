@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import BinaryFile
+from .errors import BinaryFile, InvalidRequest
 
 BOM = b"\xef\xbb\xbf"
 LineEnding = Literal["lf", "crlf", "mixed", "none"]
@@ -274,6 +274,17 @@ class _Pager:
         return tail
 
 
+def check_offset(offset: int, total: int, path: str) -> None:
+    """Refuses a 1-based line ``offset`` past the last of ``total`` lines (1 is always
+    allowed, so an empty file reads as an empty page), saying where to start instead."""
+    if offset > 1 and offset > total:
+        raise InvalidRequest(
+            f"offset {offset} is past the end of {path}, which has {total} lines; "
+            "start at 1 or at a line within the file",
+            {"path": path, "total_lines": total},
+        )
+
+
 def page_stream(
     fd: int, path: str, offset: int, limit: int, budget: int, *, chunk: int = STREAM_CHUNK
 ) -> StreamPage:
@@ -282,8 +293,6 @@ def page_stream(
     Raises ``BinaryFile`` (NUL bytes win over invalid UTF-8, as in
     :func:`decode`) and ``InvalidRequest`` for an offset past the end.
     """
-    from .errors import InvalidRequest
-
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     pager = _Pager(offset, limit, budget)
     pos = 0
@@ -340,12 +349,7 @@ def page_stream(
     total = pager.newlines + (1 if tail > 0 else 0)
     final_newline = tail == 0 and total > 0
     if total == 0 or offset > total:
-        if offset > 1 and offset > total:
-            raise InvalidRequest(
-                f"offset {offset} is past the end of {path}, which has {total} lines; "
-                "start at 1 or at a line within the file",
-                {"path": path, "total_lines": total},
-            )
+        check_offset(offset, total, path)
         return StreamPage("", 1, 0, total, None, False, ending, bom)
     if pager.first_cut is not None:
         nxt = offset + 1 if offset < total else None

@@ -38,6 +38,18 @@ log = logging.getLogger("airlock.proxy.ca")
 CA_CERT = "ca.pem"
 CA_KEY = "ca.key"
 CA_MARKER = "ca.generated"
+#: What a CA key is for: signing certificates and CRLs (critical on every CA we make).
+CA_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=True,
+    crl_sign=True,
+    encipher_only=False,
+    decipher_only=False,
+)
 MITM_BASENAME = "mitmproxy"
 
 
@@ -115,20 +127,7 @@ def create(state_dir: Path, intercept: Iterable[str]) -> ProxyCA:
         .not_valid_before(now - dt.timedelta(days=3))
         .not_valid_after(now + dt.timedelta(days=3650))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(CA_KEY_USAGE, critical=True)
         .add_extension(_constraints(hosts), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 _INDENT_CHARS = " \t\f"
@@ -92,26 +92,53 @@ def _head(node: ast.stmt) -> tuple[int, bool, bool]:
     return node.lineno, False, isinstance(node, ast.Match)
 
 
+def _new_units(
+    nodes: Sequence[ast.stmt], line0: int, base: int, out: Block
+) -> Iterator[tuple[ast.stmt, int, bool, bool, int]]:
+    """``(node, first line, decorated, whole, end)`` for each statement that starts a unit
+    of ``out``; one that shares its first line with the previous statement is merged into
+    that unit here (``ends`` relative to ``base``)."""
+    last = -1
+    for node in nodes:
+        first, decorated, whole = _head(node)
+        first += line0 - 1
+        end = line0 + (node.end_lineno or node.lineno)
+        if first <= last:  # shares its first line with the previous statement: one unit
+            out.ends[-1] = max(out.ends[-1], end - base)
+            out.kids[-1] = ()
+        else:
+            yield node, first, decorated, whole, end
+        last = end - 1
+
+
+def _add_unit(
+    out: Block,
+    node: ast.stmt,
+    lines: Sequence[str],
+    line0: int,
+    span: tuple[int, int],
+    *,
+    base: int,
+    indent: str,
+    whole: bool,
+) -> None:
+    """Appends the unit ``node`` (its first and end lines ``span``), positions relative to
+    ``base``, with the inner blocks that qualify inside ``indent``."""
+    first, end = span
+    out.starts.append(first - base)
+    out.ends.append(end - base)
+    out.kids.append(
+        inner_blocks(node, lines, line0, first, indent) if isinstance(node, _COMPOUND) else ()
+    )
+    out.whole.append(whole)
+
+
 def module_units(nodes: Sequence[ast.stmt], lines: Sequence[str], line0: int, base: int) -> Block:
     """Top-level units of a parsed chunk (``line0``: the chunk's first line), inner blocks
     built; positions relative to ``base``."""
     out = Block("", [], [], [], [])
-    last = -1
-    for node in nodes:
-        first, _, whole = _head(node)
-        first += line0 - 1
-        end = line0 + (node.end_lineno or node.lineno)
-        if first <= last:
-            out.ends[-1] = max(out.ends[-1], end - base)
-            out.kids[-1] = ()
-        else:
-            out.starts.append(first - base)
-            out.ends.append(end - base)
-            out.kids.append(
-                inner_blocks(node, lines, line0, first, "") if isinstance(node, _COMPOUND) else ()
-            )
-            out.whole.append(whole)
-        last = end - 1
+    for node, first, _, whole, end in _new_units(nodes, line0, base, out):
+        _add_unit(out, node, lines, line0, (first, end), base=base, indent="", whole=whole)
     return out
 
 
@@ -126,16 +153,7 @@ def build_block(
     """The block of ``nodes`` (positions relative to ``base``), or None when it does not
     qualify (see the module docstring). ``indent``: the indentation it must have."""
     out = Block("", [], [], [], [])
-    last = -1
-    for node in nodes:
-        first, decorated, whole = _head(node)
-        first += line0 - 1
-        end = line0 + (node.end_lineno or node.lineno)
-        if first <= last:  # shares its first line with the previous statement: one unit
-            out.ends[-1] = max(out.ends[-1], end - base)
-            out.kids[-1] = ()
-            last = end - 1
-            continue
+    for node, first, decorated, whole, end in _new_units(nodes, line0, base, out):
         text = lines[first]
         code = text.lstrip(_INDENT_CHARS)
         ws = text[: len(text) - len(code)]
@@ -156,13 +174,7 @@ def build_block(
             return None
         if first > 0 and lines[first - 1].endswith("\\"):
             return None
-        out.starts.append(first - base)
-        out.ends.append(end - base)
-        out.kids.append(
-            inner_blocks(node, lines, line0, first, ws) if isinstance(node, _COMPOUND) else ()
-        )
-        out.whole.append(whole)
-        last = end - 1
+        _add_unit(out, node, lines, line0, (first, end), base=base, indent=ws, whole=whole)
     if indent is None:
         return None
     out.indent = indent

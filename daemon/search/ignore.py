@@ -26,7 +26,7 @@ import contextlib
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,22 +43,31 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def open_below(dir_fd: int, rel: str) -> int:
-    """``rel`` under ``dir_fd``, one component at a time, never following a link."""
+def descend(dir_fd: int, parts: Iterable[str], open_part: Callable[[int, str], int]) -> int:
+    """A new fd for the directory reached from ``dir_fd`` through ``parts``, each step
+    opened by ``open_part(fd, part)``; every fd on the way is closed, also when a step raises."""
     fd = os.dup(dir_fd)
     try:
-        for part in rel.split("/") if rel not in ("", ".") else ():
-            if part in ("", "."):
-                continue
-            if part == "..":
-                raise OSError(2, "no '..' below a root", rel)
-            nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+        for part in parts:
+            nxt = open_part(fd, part)
             os.close(fd)
             fd = nxt
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def open_below(dir_fd: int, rel: str) -> int:
+    """``rel`` under ``dir_fd``, one component at a time, never following a link."""
+
+    def step(fd: int, part: str) -> int:
+        if part == "..":
+            raise OSError(2, "no '..' below a root", rel)
+        return os.open(part, DIR_FLAGS, dir_fd=fd)
+
+    parts = rel.split("/") if rel not in ("", ".") else []
+    return descend(dir_fd, (p for p in parts if p not in ("", ".")), step)
 
 
 @contextlib.contextmanager

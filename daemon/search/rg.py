@@ -66,8 +66,9 @@ def rg_argv(binary: str, query: Query, target: str, *, sort: bool) -> list[str]:
     return argv
 
 
-class RgFilesParser:
-    """``--files-with-matches --null``: NUL-terminated paths."""
+class _PathRowParser:
+    """One row per complete output record, until ``want`` rows; an incomplete tail
+    (after a stop, or the last bytes of a cut output) is dropped by ``finish``."""
 
     def __init__(self, want: int | None) -> None:
         self.want = want
@@ -75,31 +76,36 @@ class RgFilesParser:
         self._buf = b""
 
     def feed(self, data: bytes) -> bool:
-        self._buf += data
-        *done, self._buf = self._buf.split(b"\0")
-        for raw in done:
-            self.rows.append(Hit(clean_path(raw.decode("utf-8", errors="surrogateescape"))))
+        self._buf = self._take(self._buf + data)
         return self.want is not None and len(self.rows) >= self.want
 
+    def _take(self, buf: bytes) -> bytes:
+        """Appends the rows of the complete records in ``buf``; returns what is left."""
+        raise NotImplementedError
+
     def finish(self) -> None:
-        """The tail after a stop is an incomplete path: dropped."""
+        """The incomplete tail is dropped."""
+
+
+class RgFilesParser(_PathRowParser):
+    """``--files-with-matches --null``: NUL-terminated paths."""
+
+    def _take(self, buf: bytes) -> bytes:
+        *done, rest = buf.split(b"\0")
+        for raw in done:
+            self.rows.append(Hit(clean_path(raw.decode("utf-8", errors="surrogateescape"))))
+        return rest
 
 
 _COUNT_LINE = re.compile(rb"([^\0]*)\0(\d+)\r?\n")
 
 
-class CountParser:
+class CountParser(_PathRowParser):
     """``PATH NUL COUNT NEWLINE`` lines (rg ``--count --null`` and GNU grep ``-c --null``)."""
 
-    def __init__(self, want: int | None) -> None:
-        self.want = want
-        self.rows: list[Hit] = []
-        self._buf = b""
-
-    def feed(self, data: bytes) -> bool:
-        self._buf += data
+    def _take(self, buf: bytes) -> bytes:
         end = 0
-        for m in _COUNT_LINE.finditer(self._buf):
+        for m in _COUNT_LINE.finditer(buf):
             if m.start() != end:
                 break
             end = m.end()
@@ -107,11 +113,7 @@ class CountParser:
             if count:
                 path = clean_path(m.group(1).decode("utf-8", errors="surrogateescape"))
                 self.rows.append(Hit(path, count=count))
-        self._buf = self._buf[end:]
-        return self.want is not None and len(self.rows) >= self.want
-
-    def finish(self) -> None:
-        """An incomplete tail line is dropped."""
+        return buf[end:]
 
 
 @dataclass(frozen=True)

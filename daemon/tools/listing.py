@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..context import ToolContext
-from ..errors import NotFound
-from ..paths import ResolvedPath, check_regular
+from ..paths import ResolvedPath, check_regular, lstat_existing
 from ..protocol import FileListInput, FileListOutput, ListEntry
 from ..search.ignore import stack_for, why_ignored
 from ..search.walk import WalkStats, walk
@@ -32,13 +31,7 @@ async def file_list(ctx: ToolContext, req: FileListInput) -> FileListOutput:
 def _list(ctx: ToolContext, target: ResolvedPath, req: FileListInput) -> FileListOutput:
     """Everything is read through fds the resolver opened: the target's parent (to see
     what the target is, without following it) and the root (walk and ignore files)."""
-    with ctx.roots.parent(target) as anchor:
-        st = anchor.lstat()
-    if st is None:
-        raise NotFound(
-            f"{target.display} does not exist; list its parent directory to see what is there",
-            {"path": target.display},
-        )
+    st = lstat_existing(ctx.roots, target, "list its parent directory to see what is there")
     if not stat.S_ISDIR(st.st_mode):
         if not stat.S_ISLNK(st.st_mode):
             check_regular(st, target.display)  # a FIFO, socket or device: invalid_request

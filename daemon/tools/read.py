@@ -12,7 +12,7 @@ from itertools import accumulate
 from typing import Protocol, TypeVar
 
 from ..context import ToolContext
-from ..errors import AirlockError, InvalidRequest, TooLarge
+from ..errors import AirlockError, TooLarge
 from ..fsio import read_all
 from ..paths import ResolvedPath
 from ..protocol import (
@@ -24,7 +24,7 @@ from ..protocol import (
     ImageFile,
     TextFile,
 )
-from ..text import StreamPage, decode, page_stream, split_lines
+from ..text import StreamPage, check_offset, decode, page_stream, split_lines
 
 # Files up to this size are read whole (the fast path for the usual small file);
 # larger ones are decoded and paged as a stream.
@@ -199,12 +199,7 @@ def page_text(
     total = len(lines)
     common = {"path": display, "total_lines": total, "line_ending": line_ending, "bom": bom}
     if total == 0 or offset > total:
-        if offset > 1 and offset > total:
-            raise InvalidRequest(
-                f"offset {offset} is past the end of {display}, which has {total} lines; "
-                "start at 1 or at a line within the file",
-                {"path": display, "total_lines": total},
-            )
+        check_offset(offset, total, display)
         return TextFile(
             content="", start_line=1, end_line=0, next_offset=None, truncated=False, **common
         )

@@ -15,8 +15,8 @@ import stat
 from pathlib import Path
 
 from ..context import ToolContext
-from ..errors import Internal, InvalidRequest, NotFound
-from ..paths import ResolvedPath, check_regular
+from ..errors import Internal, InvalidRequest
+from ..paths import ResolvedPath, check_regular, lstat_existing
 from ..protocol import FileSearchInput, FileSearchOutput
 from ..search.engine import INSTALL_HINT, resolve_engine
 from ..search.grep import search_grep
@@ -186,13 +186,7 @@ _ERROR_KINDS = (
 def _probe(ctx: ToolContext, target: ResolvedPath) -> bool:
     """Whether ``target`` is a directory (else a regular file); asked through the resolver's
     fds, so a FIFO, socket or device is refused before any engine could block on it."""
-    with ctx.roots.parent(target) as anchor:
-        st = anchor.lstat()
-    if st is None:
-        raise NotFound(
-            f"{target.display} does not exist; search its parent directory or '.'",
-            {"path": target.display},
-        )
+    st = lstat_existing(ctx.roots, target, "search its parent directory or '.'")
     if stat.S_ISDIR(st.st_mode):
         return True
     check_regular(st, target.display)

@@ -44,7 +44,7 @@ from ..context import ToolContext
 from ..errors import AirlockError, InvalidRequest, NotFound
 from ..fsio import TEMP_MARKER, refuse_read_only
 from ..paths import ResolvedPath
-from ..search.ignore import DIR_FLAGS, open_below
+from ..search.ignore import DIR_FLAGS, descend, open_below
 from ..search.walk import MAX_WALK_DEPTH, walk
 from ..workspace import Workspace
 from .bridge import BodyReader, ResponseWriter
@@ -326,27 +326,22 @@ class _Extractor:
 
     def _stage_dir(self, member: str, parts: list[str]) -> int:
         """An fd of ``parts`` inside the staging tree, made as needed (never through a link)."""
-        fd = os.dup(self.stage_fd)
-        try:
-            for part in parts:
-                try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                    self._own(part, fd)
-                except FileExistsError:
-                    pass
-                try:
-                    nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    raise _refuse(
-                        member,
-                        f"it goes through {part!r}, which the archive made a file or symlink",
-                    ) from None
-                os.close(fd)
-                fd = nxt
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+
+        def step(fd: int, part: str) -> int:
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                self._own(part, fd)
+            except FileExistsError:
+                pass
+            try:
+                return os.open(part, DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                raise _refuse(
+                    member,
+                    f"it goes through {part!r}, which the archive made a file or symlink",
+                ) from None
+
+        return descend(self.stage_fd, parts, step)
 
     def add(self, tf: tarfile.TarFile, info: tarfile.TarInfo) -> None:
         parts = _check_member(info)

@@ -30,7 +30,7 @@ from airlock.client.proxy import ProxyClient
 from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
-from tests.fakes.github_proxy import GITHUB_HOSTS, app_provider, proxy_for, shell_call
+from tests.fakes.github_proxy import GITHUB_HOSTS, app_provider, local_shell, proxy_for, shell_call
 from tests.fakes.proxy_harness import ProxyProcess
 from tests.fakes.wait import wait_until
 
@@ -95,20 +95,18 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
             (tmp_path / "home").mkdir()
             clock = [time.time()]
             provider = app_provider(gh, clock=lambda: clock[0])
-            shell = GitHubShell(
-                org="acme",
-                provider=provider,
-                proxy=pc,
-                session=session,
-                sandbox=LocalSandbox(base_env=sandbox_env),
-                workspace=str(workspace),
+            shell = local_shell(
+                provider,
+                pc,
+                session,
+                sandbox_env,
+                workspace=workspace,
                 executables={
                     "gh": [str(_spy(tmp_path / "gh-spy", shutil.which("gh") or "gh"))],
                     "git": [str(_spy(tmp_path / "git-spy", shutil.which("git") or "git"))],
                     "gh-signed-commit": [sys.executable, "-m", "airlock.daemon.signed_commit"],
                 },
-                config_dir_base=str(config_base),
-                timeout_s=60,
+                config_dir_base=config_base,
             )
             try:
                 yield Env(

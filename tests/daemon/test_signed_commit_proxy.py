@@ -19,12 +19,10 @@ from typing import Any
 import pytest
 
 from airlock.client.github.shell import GitHubShell
-from airlock.client.providers import GitHubAppProvider
 from airlock.client.proxy import ProxyClient
-from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
-from tests.fakes.github_proxy import github_behind_proxy
+from tests.fakes.github_proxy import app_provider, github_behind_proxy, local_shell
 from tests.fakes.proxy_harness import ProxyProcess
 
 REPO = "acme/widgets"
@@ -93,23 +91,14 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         spy = tmp_path / "gh-signed-commit"
         spy.write_text(SPY.format(spy_dir=spy_dir, python=sys.executable))
         spy.chmod(spy.stat().st_mode | stat.S_IXUSR)
-        provider = GitHubAppProvider(
-            gh.app_id,
-            gh.app_private_key_pem,
-            org="acme",
-            api_url=gh.api_url,
-            ssl_context=gh.ca.client_context(),
-        )
-        shell = GitHubShell(
-            org="acme",
-            provider=provider,
-            proxy=pc,
-            session=session,
-            sandbox=LocalSandbox(base_env=sandbox_env),
-            workspace=str(workspace),
+        shell = local_shell(
+            app_provider(gh),
+            pc,
+            session,
+            sandbox_env,
+            workspace=workspace,
             executables={"gh-signed-commit": [str(spy)]},
-            config_dir_base=str(short),
-            timeout_s=60,
+            config_dir_base=short,
         )
         try:
             yield World(gh, proxy, pc, session, shell, clone, workspace, spy_dir, sandbox_env)

@@ -16,13 +16,14 @@ import contextlib
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.fakes.mounts import mounted
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,24 +55,17 @@ def shared_checkout() -> Iterator[Path]:
         )
     view = base / "repo"
     view.mkdir()
-    made = subprocess.run(
+    with mounted(
         ["mount", "--bind", "-o", "ro", str(REPO), str(view)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if made.returncode != 0:
-        shutil.rmtree(base, ignore_errors=True)
-        pytest.skip(
-            f"the checkout {REPO} is under a directory other users cannot traverse, and a bind "
-            f"mount of it failed ({made.stderr.strip()}): run as root with mount permission or "
-            "clone somewhere world-traversable; these tests did not run and it is NOT a pass"
-        )
-    try:
-        yield view
-    finally:
-        subprocess.run(["umount", "-l", str(view)], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+        view,
+        lambda: shutil.rmtree(base, ignore_errors=True),
+        lambda why: (
+            f"the checkout {REPO} is under a directory other users cannot traverse, and a "
+            f"bind mount of it failed ({why}): run as root with mount permission or clone "
+            "somewhere world-traversable; these tests did not run and it is NOT a pass"
+        ),
+    ) as mount:
+        yield mount
 
 
 def in_view(view: Path, path: Path) -> Path:

@@ -856,9 +856,16 @@ class FakeGitHub(AsyncClosing):
         return web.json_response(out)
 
     async def _new_pull(
-        self, repo: _Repo, title: str, head: str, base: str, body: str, draft: bool
+        self, repo: _Repo, fields: Mapping[str, Any], head_key: str, base_key: str
     ) -> _Pull | str:
-        head = head.split(":")[-1]
+        """A pull from a request's ``title``/``body``/``draft`` and the head and base
+        branches under ``head_key``/``base_key`` (REST and GraphQL name them differently);
+        a string is the validation failure."""
+        title = str(fields.get("title", ""))
+        base = str(fields.get(base_key) or repo.default_branch)
+        body = str(fields.get("body") or "")
+        draft = bool(fields.get("draft", False))
+        head = str(fields.get(head_key, "")).split(":")[-1]
         if not await self._resolve(repo.path, f"refs/heads/{head}"):
             return f"head branch {head!r} does not exist"
         if not await self._resolve(repo.path, f"refs/heads/{base}"):
@@ -877,14 +884,7 @@ class FakeGitHub(AsyncClosing):
     async def _create_pull_rest(self, request: web.Request) -> web.Response:
         repo = self._repo_for(request, self._require_token(request))
         body = await request.json()
-        result = await self._new_pull(
-            repo,
-            str(body.get("title", "")),
-            str(body.get("head", "")),
-            str(body.get("base") or repo.default_branch),
-            str(body.get("body") or ""),
-            bool(body.get("draft", False)),
-        )
+        result = await self._new_pull(repo, body, "head", "base")
         if isinstance(result, str):
             return _error(422, f"Validation Failed: {result}")
         return web.json_response(await self._pull_json(repo, result), status=201)
@@ -941,24 +941,26 @@ class FakeGitHub(AsyncClosing):
             "parents": [{"sha": p} for p in parents],
         }
 
-    async def _get_commit(self, request: web.Request) -> web.Response:
+    async def _repo_and_ref(self, request: web.Request) -> tuple[_Repo, str | None]:
+        """The token's repository and the commit the path's ``ref`` names (None: no such)."""
         repo = self._repo_for(request, self._require_token(request))
-        sha = await self._resolve_any(repo.path, request.match_info["ref"])
+        return repo, await self._resolve_any(repo.path, request.match_info["ref"])
+
+    async def _get_commit(self, request: web.Request) -> web.Response:
+        repo, sha = await self._repo_and_ref(request)
         if sha is None:
             return _error(422, f"No commit found for SHA: {request.match_info['ref']}")
         return web.json_response(await self._commit_json(repo, sha))
 
     async def _check_runs_h(self, request: web.Request) -> web.Response:
-        repo = self._repo_for(request, self._require_token(request))
-        sha = await self._resolve_any(repo.path, request.match_info["ref"])
+        repo, sha = await self._repo_and_ref(request)
         if sha is None:
             return _error(422, "No commit found")
         runs = self._check_runs.get((repo.full_name.lower(), sha), [])
         return web.json_response({"total_count": len(runs), "check_runs": runs})
 
     async def _status_h(self, request: web.Request) -> web.Response:
-        repo = self._repo_for(request, self._require_token(request))
-        sha = await self._resolve_any(repo.path, request.match_info["ref"])
+        repo, sha = await self._repo_and_ref(request)
         if sha is None:
             return _error(422, "No commit found")
         statuses = self._statuses.get((repo.full_name.lower(), sha), [])
@@ -1281,14 +1283,7 @@ class FakeGitHub(AsyncClosing):
         repo = next((r for r in self._repos.values() if f"R_{r.id}" == repo_id), None)
         if repo is None or repo.full_name.lower() not in {r.lower() for r in mint.repositories}:
             raise _GraphQLError("NOT_FOUND", "Could not resolve to a node", ["createPullRequest"])
-        result = await self._new_pull(
-            repo,
-            str(inp.get("title", "")),
-            str(inp.get("headRefName", "")),
-            str(inp.get("baseRefName") or repo.default_branch),
-            str(inp.get("body") or ""),
-            bool(inp.get("draft", False)),
-        )
+        result = await self._new_pull(repo, inp, "headRefName", "baseRefName")
         if isinstance(result, str):
             raise _GraphQLError("UNPROCESSABLE", result, ["createPullRequest"])
         pull = await self._gql_pull_object(repo, result)

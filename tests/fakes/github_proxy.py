@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airlock.client.github.shell import GitHubShell
 from airlock.client.providers import GitHubAppProvider
 from airlock.client.proxy import ProxyClient
+from airlock.client.sandboxes import LocalSandbox
 from airlock.proxy.protocol import SessionInfo
 from tests.fakes.github import FakeGitHub
 from tests.fakes.proxy_harness import ProxyProcess, running_proxy
@@ -59,6 +61,31 @@ def app_provider(gh: FakeGitHub, **options: Any) -> GitHubAppProvider:
     kwargs: dict[str, Any] = {"org": "acme", "api_url": gh.api_url} | options
     return GitHubAppProvider(
         gh.app_id, gh.app_private_key_pem, ssl_context=gh.ca.client_context(), **kwargs
+    )
+
+
+def local_shell(
+    provider: GitHubAppProvider,
+    pc: ProxyClient,
+    session: SessionInfo,
+    sandbox_env: Mapping[str, str],
+    *,
+    workspace: Path,
+    executables: Mapping[str, Sequence[str]],
+    config_dir_base: Path,
+) -> GitHubShell:
+    """A :class:`GitHubShell` for ``acme`` running its commands on this machine
+    (a ``LocalSandbox`` with ``sandbox_env``), 60 s per command."""
+    return GitHubShell(
+        org="acme",
+        provider=provider,
+        proxy=pc,
+        session=session,
+        sandbox=LocalSandbox(base_env=sandbox_env),
+        workspace=str(workspace),
+        executables=executables,
+        config_dir_base=str(config_dir_base),
+        timeout_s=60,
     )
 
 

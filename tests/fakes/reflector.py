@@ -59,6 +59,7 @@ import wsproto
 import wsproto.events
 import zstandard
 
+from tests.fakes.loop_thread import ThreadedServer
 from tests.fakes.tls import TestCA
 
 FILLER = b"." * 1013
@@ -136,15 +137,15 @@ HUGE_BLOCK = random.Random(7).randbytes(1 << 20)
 
 
 @dataclass
-class Reflector:
+class Reflector(ThreadedServer):
+    server_name = "reflector"
+
     ssl_context: ssl.SSLContext
     port: int = 0
     requests: list[Request] = field(default_factory=list)
     # route -> body bytes handed to the transport so far (``/huge``)
     sent: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
     _server: asyncio.Server | None = None
 
     def record(self, request: Request) -> None:
@@ -511,36 +512,15 @@ class Reflector:
         finally:
             writer.close()
 
-    async def _start(self, ready: threading.Event) -> None:
+    async def _open(self) -> None:
         self._server = await asyncio.start_server(
             self._handle, "127.0.0.1", 0, ssl=self.ssl_context, limit=1 << 20
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        ready.set()
 
-    def start(self) -> Reflector:
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._start(ready))
-            loop.run_forever()
-            if self._server is not None:
-                self._server.close()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="reflector", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("reflector did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
 
 
 @contextmanager

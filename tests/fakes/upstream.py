@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from tests.fakes.loop_thread import ThreadedServer
 from tests.fakes.tls import TestCA
 
 
@@ -44,13 +45,13 @@ class Seen:
 
 
 @dataclass
-class EchoUpstream:
+class EchoUpstream(ThreadedServer):
+    server_name = "echo upstream"
+
     ssl_context: ssl.SSLContext | None
     port: int = 0
     requests: list[Seen] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
     _runner: web.AppRunner | None = None
 
     def _record(self, request: web.Request) -> Seen:
@@ -100,7 +101,7 @@ class EchoUpstream:
                 await ws.send_str(msg.data)
         return ws
 
-    async def _start(self, ready: threading.Event) -> None:
+    async def _open(self) -> None:
         app = web.Application()
         app.router.add_get("/ws", self._ws)
         app.router.add_route("*", "/{tail:.*}", self._echo)
@@ -111,31 +112,10 @@ class EchoUpstream:
         server = site._server
         assert isinstance(server, asyncio.base_events.Server)
         self.port = server.sockets[0].getsockname()[1]
-        ready.set()
 
-    def start(self) -> EchoUpstream:
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._start(ready))
-            loop.run_forever()
-            if self._runner is not None:
-                loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="echo-upstream", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("echo upstream did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
+    async def _close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
 
 
 @contextmanager

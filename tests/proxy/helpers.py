@@ -14,6 +14,7 @@ from typing import Any
 from airlock.proxy.audit import AuditLog
 from airlock.proxy.config import ControlEndpoint, ProxyConfig
 from airlock.proxy.context import ProxyContext
+from airlock.proxy.state import Connections
 from airlock.proxy.store.memory import MemoryStore
 
 
@@ -80,11 +81,26 @@ def proxy_ssl_context(ca_path: str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_path)
 
 
-def unit_context(tmp_path: Path) -> ProxyContext:
-    """A :class:`ProxyContext` for in-process tests: memory store, audit log and
-    state under ``tmp_path``, nothing listening."""
-    control = ControlEndpoint(kind="unix", path=tmp_path / "c.sock")
-    config = ProxyConfig(
-        listen_host="127.0.0.1", listen_port=8080, control=control, state_dir=tmp_path
+def unit_context(
+    tmp_path: Path,
+    *,
+    connections: Connections | None = None,
+    audit_interval_s: float = 0.05,
+    **config: Any,
+) -> ProxyContext:
+    """A :class:`ProxyContext` for in-process tests: memory store, audit log
+    (``audit.log``) and state under ``tmp_path``, nothing listening; ``config``
+    overrides :class:`ProxyConfig` fields."""
+    cfg = ProxyConfig(
+        listen_host=config.pop("listen_host", "127.0.0.1"),
+        listen_port=config.pop("listen_port", 8080),
+        control=config.pop("control", ControlEndpoint(kind="unix", path=tmp_path / "c.sock")),
+        state_dir=tmp_path,
+        **config,
     )
-    return ProxyContext.create(config, MemoryStore(), AuditLog(tmp_path / "audit.log"))
+    audit = AuditLog(
+        tmp_path / "audit.log",
+        interval_s=audit_interval_s,
+        sample_per_minute=cfg.refusal_audit_per_minute,
+    )
+    return ProxyContext.create(cfg, MemoryStore(), audit, connections=connections)

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import pwd
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from tests.daemon.adversarial.agent_rig import WRITE, AgentRig, agent_daemon
 from tests.daemon.adversarial.as_exec_user import USER, needs_root
 from tests.daemon.adversarial.conftest import tree_digest
 from tests.daemon.adversarial.raw_http import post, send_raw
+from tests.fakes.mounts import mounted
 
 pytestmark = needs_root
 
@@ -54,23 +54,22 @@ def small_tmpfs(size: str) -> Iterator[Path]:
     """A tmpfs of ``size`` owned by the exec user; skipped (saying why) where it cannot mount."""
     where = Path(tempfile.mkdtemp(prefix="al-full-"))
     user = pwd.getpwnam(USER)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755,uid={user.pw_uid},"
-         f"gid={user.pw_gid}", "tmpfs", str(where)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if mounted.returncode != 0:
-        where.rmdir()
-        pytest.skip(
-            f"cannot mount a tmpfs ({mounted.stderr.strip()}): the disk-full checks did not "
-            "run (it is NOT a pass); run the suite as root with CAP_SYS_ADMIN to run them"
-        )
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+
+    def remove() -> None:
         with contextlib.suppress(OSError):
             where.rmdir()
+
+    options = f"size={size},mode=0755,uid={user.pw_uid},gid={user.pw_gid}"
+    with mounted(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
+        where,
+        remove,
+        lambda why: (
+            f"cannot mount a tmpfs ({why}): the disk-full checks did not "
+            "run (it is NOT a pass); run the suite as root with CAP_SYS_ADMIN to run them"
+        ),
+    ) as mount:
+        yield mount
 
 
 def _free(path: Path) -> int:

@@ -11,6 +11,7 @@ subtraction (``new_findings``) runs on these lists, so equal lists mean equal
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -219,12 +220,25 @@ def _nested_versions(
     return versions
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    base=st.lists(st.sampled_from(NESTED_BASES), min_size=1, max_size=4),
-    steps=nested_edits,
-    final_newline=st.booleans(),
-)
+def over_nested_edits(max_examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Runs a test (hypothesis) over nested Python files (``base``), edits inside their
+    bodies (``steps``) and both final-newline cases, ``max_examples`` of them."""
+
+    def wrap(test: Callable[..., None]) -> Callable[..., None]:
+        run = given(
+            base=st.lists(st.sampled_from(NESTED_BASES), min_size=1, max_size=4),
+            steps=nested_edits,
+            final_newline=st.booleans(),
+        )(test)
+        limits = settings(
+            max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        )
+        return limits(run)
+
+    return wrap
+
+
+@over_nested_edits(250)
 def test_incremental_nested_python_equals_full(
     base: list[str], steps: list[tuple[Any, ...]], final_newline: bool
 ) -> None:

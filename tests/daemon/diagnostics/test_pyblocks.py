@@ -17,14 +17,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from airlock.daemon.diagnostics import incremental, linediff
 from airlock.daemon.diagnostics.pyblocks import Block
 from airlock.daemon.diagnostics.syntax import SyntaxChecker
 from airlock.daemon.diagnostics.worker import Worker
-from tests.daemon.diagnostics.test_incremental import NESTED_BASES, _nested_versions, nested_edits
+from tests.daemon.diagnostics.test_incremental import _nested_versions, over_nested_edits
 
 BLOCK = "syntax:python-block"
 TOP = "syntax:python-toplevel"
@@ -277,12 +274,7 @@ def _parses(text: str) -> bool:
     return True
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    base=st.lists(st.sampled_from(NESTED_BASES), min_size=1, max_size=4),
-    steps=nested_edits,
-    final_newline=st.booleans(),
-)
+@over_nested_edits(200)
 def test_the_carried_structure_is_the_fresh_one(
     base: list[str], steps: list[tuple[Any, ...]], final_newline: bool
 ) -> None:

@@ -95,12 +95,18 @@ async def test_missing_paths_and_directories_never_raise(
     assert {s.check for s in out.skipped} == {"git-diff", "whitespace", "syntax", "types"}
 
 
-async def test_aclose_stops_the_worker(ws_dir: Path) -> None:
+async def _service_with_worker(ws_dir: Path) -> tuple[DiagnosticsService, int]:
+    """A service that has run one syntax check, so its worker is up, and that worker's pid."""
     (ws_dir / "a.py").write_text("x = 1\n")
     svc = DiagnosticsService(ws_dir)
     await svc.run([rp(ws_dir, "a.py")], ["syntax"])
     pid = svc.worker.pid
     assert pid is not None
+    return svc, pid
+
+
+async def test_aclose_stops_the_worker(ws_dir: Path) -> None:
+    svc, pid = await _service_with_worker(ws_dir)
     await svc.aclose()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -138,11 +144,7 @@ async def test_dropped_service_kills_its_worker(ws_dir: Path) -> None:
     """Workspaces that are never closed (tests, embedders) must not leak workers."""
     import gc
 
-    (ws_dir / "a.py").write_text("x = 1\n")
-    svc = DiagnosticsService(ws_dir)
-    await svc.run([rp(ws_dir, "a.py")], ["syntax"])
-    pid = svc.worker.pid
-    assert pid is not None
+    svc, pid = await _service_with_worker(ws_dir)
     del svc
     gc.collect()
     await wait_until(

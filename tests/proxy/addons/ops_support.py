@@ -6,7 +6,6 @@ whose connection killer records instead of reaching into a running mitmproxy.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import time
@@ -16,11 +15,9 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.test import tflow
 
-from airlock.proxy.audit import AuditLog
-from airlock.proxy.config import ControlEndpoint, ProxyConfig
 from airlock.proxy.context import ProxyContext
 from airlock.proxy.state import Connections
-from airlock.proxy.store.memory import MemoryStore
+from tests.proxy.helpers import unit_context
 
 
 @dataclasses.dataclass
@@ -37,25 +34,14 @@ class Harness:
 
 
 def make_harness(tmp_path: Path, **config: Any) -> Harness:
-    cfg = ProxyConfig(
-        listen_host=config.pop("listen_host", "127.0.0.1"),
-        listen_port=config.pop("listen_port", 18080),
-        control=config.pop("control", ControlEndpoint(kind="unix", path=tmp_path / "c.sock")),
-        state_dir=tmp_path,
-        **config,
-    )
-    audit_path = tmp_path / "audit.log"
-    audit = AuditLog(audit_path, interval_s=3600, sample_per_minute=cfg.refusal_audit_per_minute)
-    store = MemoryStore()
+    """:func:`unit_context` (listening on 18080 unless ``config`` says otherwise) with a
+    connection killer that records what it was asked to kill."""
     connections = Connections()
     killed: list[tuple[str, str]] = []
     connections.set_killer(lambda cid, reason: killed.append((cid, reason)))
-    ctx = ProxyContext.create(cfg, store, audit, connections=connections)
-    return Harness(ctx=ctx, killed=killed, audit_path=audit_path)
-
-
-def basic(user: str, secret: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
+    config.setdefault("listen_port", 18080)
+    ctx = unit_context(tmp_path, connections=connections, audit_interval_s=3600, **config)
+    return Harness(ctx=ctx, killed=killed, audit_path=ctx.audit.path)
 
 
 def connect_flow(

@@ -7,7 +7,8 @@ from pathlib import Path
 from airlock.proxy.addons.auth import SESSION, SessionAuth
 from airlock.proxy.state import Tunnel
 from airlock.proxy.store.base import SessionRecord, hash_secret
-from tests.proxy.addons.ops_support import basic, connect_flow, later, make_harness, request_flow
+from tests.proxy.addons.ops_support import connect_flow, later, make_harness, request_flow
+from tests.proxy.helpers import basic
 
 
 async def _session(h: object, sid: str = "s1", secret: str = "pw") -> SessionRecord:

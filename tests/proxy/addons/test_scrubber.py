@@ -23,6 +23,7 @@ from airlock.proxy.scrubber import (
     supported,
     token_forms,
 )
+from tests.fakes.reflector import bomb
 from tests.proxy.addons.conftest import PLACEHOLDER, REAL
 
 FORMS = token_forms(REAL, PLACEHOLDER, ["x-access-token"])
@@ -159,22 +160,9 @@ def test_wrapped_base64_is_scrubbed_whole_and_streamed(columns: int, newline: by
 # --- bounded decoding (issue 22) -----------------------------------------------------
 
 
-def _zeros(coding: str, mib: int) -> bytes:
-    block = b"\0" * (1 << 20)
-    if coding == "gzip":
-        z = zlib.compressobj(9, zlib.DEFLATED, 31)
-        return b"".join(z.compress(block) for _ in range(mib)) + z.flush()
-    if coding == "br":
-        c = brotli.Compressor(quality=5)
-        packed: bytes = b"".join(c.process(block) for _ in range(mib)) + c.finish()
-        return packed
-    zc = zstandard.ZstdCompressor().compressobj()
-    return b"".join(zc.compress(block) for _ in range(mib)) + zc.flush()
-
-
 @pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
 def test_a_compression_bomb_is_cut_in_bounded_steps(coding: str) -> None:
-    packed = _zeros(coding, 64)
+    packed = bomb(coding, 64)
     decoder = ChainDecoder([coding])
     produced = 0
     with pytest.raises(DecodedTooLarge):

@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import brotli  # type: ignore[import-untyped]
 import pytest
@@ -93,16 +94,25 @@ def proxy_to_reflectors(
     )
 
 
-@pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    upstream: Reflector,
-    upstream_h1: Reflector,
-) -> Iterator[ProxyProcess]:
-    tmp = tmp_path_factory.mktemp("adversarial")
-    with proxy_to_reflectors(tmp, upstream_ca, upstream, upstream_h1) as p:
-        yield p
+def reflector_proxy_fixture(name: str, extra_args: Sequence[str] = ()) -> Any:
+    """A module-scoped ``proxy`` fixture: :func:`proxy_to_reflectors` with ``extra_args``,
+    its files under a temp directory named ``name``. Assign it to ``proxy`` in a module."""
+
+    @pytest.fixture(scope="module", name="proxy")
+    def fixture(
+        tmp_path_factory: pytest.TempPathFactory,
+        upstream_ca: TestCA,
+        upstream: Reflector,
+        upstream_h1: Reflector,
+    ) -> Iterator[ProxyProcess]:
+        tmp = tmp_path_factory.mktemp(name)
+        with proxy_to_reflectors(tmp, upstream_ca, upstream, upstream_h1, extra_args) as p:
+            yield p
+
+    return fixture
+
+
+proxy = reflector_proxy_fixture("adversarial")
 
 
 @pytest.fixture(scope="module")

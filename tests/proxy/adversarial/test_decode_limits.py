@@ -9,13 +9,9 @@ This module's ``proxy`` replaces the shared one, so the ``lease`` fixture
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.fakes.proxy_harness import ProxyProcess
-from tests.fakes.reflector import Reflector
-from tests.fakes.tls import TestCA
 from tests.proxy.adversarial.conftest import (
     H1Response,
     Lease,
@@ -23,7 +19,7 @@ from tests.proxy.adversarial.conftest import (
     h2_get,
     leaks,
     parse_h1,
-    proxy_to_reflectors,
+    reflector_proxy_fixture,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,17 +27,9 @@ pytestmark = pytest.mark.timeout(120)
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def proxy(
-    tmp_path_factory: pytest.TempPathFactory,
-    upstream_ca: TestCA,
-    upstream: Reflector,
-    upstream_h1: Reflector,
-) -> Iterator[ProxyProcess]:
-    flags = ["--max-decoded-bytes", str(6 * MIB), "--max-decode-ratio", "5000"]
-    tmp = tmp_path_factory.mktemp("decode-limits")
-    with proxy_to_reflectors(tmp, upstream_ca, upstream, upstream_h1, flags) as p:
-        yield p
+proxy = reflector_proxy_fixture(
+    "decode-limits", ["--max-decoded-bytes", str(6 * MIB), "--max-decode-ratio", "5000"]
+)
 
 
 def _get(lease: Lease, via: str, path: str) -> H1Response:
