@@ -361,13 +361,25 @@ def rebuild(block: Block, changes: Sequence[Change], shift: int = 0) -> tuple[Bl
             inner += gained
             new_kids.append(kid)
         starts.append(block.starts[change.k] + moved)
-        ends.append(block.ends[change.k] + moved + inner)
+        ends.append(_unit_end(block, change.k, new_kids, moved, inner))
         kids.append(tuple(new_kids))
         whole.append(block.whole[change.k])
         moved += inner
         at = change.k + 1
     _copy(block, at, len(block.starts), moved, starts, ends, kids, whole)
     return Block(block.indent, starts, ends, kids, whole), moved - shift
+
+
+def _unit_end(block: Block, k: int, new_kids: Sequence[Block], moved: int, inner: int) -> int:
+    """Unit ``k``'s new end (it moves by ``moved`` and gains ``inner`` lines). Where it
+    ended with its last inner block's last unit, it still does: a change that drops that
+    block's last units must not leave the unit holding the blank lines that stood before
+    them (``ast`` ends a compound statement at its last statement's last line)."""
+    start, end = block.starts[k], block.ends[k]
+    old = block.kids[k] or ()
+    if old and new_kids and old[-1].ends and new_kids[-1].ends and start + old[-1].ends[-1] == end:
+        return start + moved + new_kids[-1].ends[-1]
+    return end + moved + inner
 
 
 def same_units(block: Block, i: int, j: int, piece: Block, at: int) -> bool:

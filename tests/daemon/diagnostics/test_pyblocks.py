@@ -298,3 +298,17 @@ def test_the_carried_structure_is_the_fresh_one(
         assert _parses(new), new
         assert _shape(result.module) == _shape(_module(new)), new
         module = result.module
+
+
+def test_dropping_a_blocks_last_statement_after_a_blank_line_ends_it_where_ast_does() -> None:
+    """Found by the property above: deleting ``return y`` after a blank line left the
+    function holding that blank line (its end moved by the lines removed, not to its new
+    last statement), so a later edit would re-parse the wrong range."""
+    body = "    x = a + b\n    if x:\n        y = 1\n    else:\n        y = 3\n"
+    old = "def f(a, b):\n" + body + "\n    return y\n"
+    new = "def f(a, b):\n" + body + "\n"
+    module = _module(old)
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    result = incremental.python_recheck(module, new_lines, linediff.regions(old_lines, new_lines))
+    assert result is not None
+    assert _shape(result.module) == _shape(_module(new))
