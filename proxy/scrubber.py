@@ -356,32 +356,31 @@ class StreamScrubber:
         return [out] if out else []
 
     def _feed(self, data: bytes) -> list[bytes]:
-        """Scrub ``tail + data`` up to the last ``keep`` bytes, which wait for more.
+        """Scrub ``tail + data``, holding back only what must wait for more.
 
-        The usual chunk holds no form: it is searched where it lies (and the
-        seam with the held tail on its own), and what goes out is one copy.
+        The usual chunk holds no form and does not end on the start of one: it
+        goes out as it came (no copy). When it ends on bytes a form could
+        continue, just those wait; around an occurrence, the last ``keep``
+        bytes wait (an occurrence is never cut, and the next chunk may extend
+        it to a longer form).
         """
         self._refresh()
-        keep, tail, forms = self._keep, self.tail, self._forms
-        if len(tail) + len(data) <= keep:
-            self.tail = tail + data
-            return []
-        if (
-            len(data) > keep
-            and not forms.present(data)
-            and not (tail and forms.present(tail + data[:keep]))
-        ):
-            cut = len(data) - keep
-            out = tail + memoryview(data)[:cut] if tail else data[:cut] if keep else data
-            self.tail = data[cut:] if keep else b""
-            return [out]
-        if tail:
-            data = tail + data
+        keep, forms = self._keep, self._forms
+        if self.tail:
+            data = self.tail + data
+        if not forms.present(data):
+            # Every form across the end starts on a suffix that is a proper
+            # prefix of it: hold the longest such suffix (usually none).
+            hold = partial_form_at_end(data, forms.ordered)
+            self.tail = data[len(data) - hold :] if hold else b""
+            out = data[: len(data) - hold] if hold else data
+            return [out] if out else []
         cut = len(data) - keep
         spans = forms.find(data)
         for start, end, _ in spans:
             if start < cut < end:  # never cut through an occurrence
                 cut = end
+        cut = max(cut, 0)
         self.tail = data[cut:]
         out = _apply(data[:cut], forms.ordered) if spans else data[:cut]
         return [out] if out else []

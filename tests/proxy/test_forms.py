@@ -82,3 +82,19 @@ def test_large_clean_chunks_go_out_unchanged() -> None:
     for i in range(0, len(FILLER), CHUNK):
         out += guard.send(FILLER[i : i + CHUNK])
     assert out == head + FILLER
+
+
+def test_a_clean_chunk_goes_out_whole_and_only_a_possible_start_is_held() -> None:
+    """The scrubber's hot path: a chunk with no form that does not end on the
+    start of one is passed on as it came (no copy, nothing held back); one
+    that ends on the start of a form holds exactly those bytes."""
+    scrubber = StreamScrubber(PAIRS)
+    clean = FILLER[:CHUNK].replace(b"g", b"-") + b"."  # no form starts with "-" or "."
+    assert all(not real.startswith((b"-", b".")) for real in PAIRS)
+    out = scrubber(clean)
+    assert len(out) == 1 and out[0] is clean and scrubber.tail == b""
+    start = REAL.encode()[:7]
+    out = scrubber(clean + start)
+    assert out == [clean] and scrubber.tail == start
+    out = scrubber(REAL.encode()[7:] + b" done") + scrubber(b"")
+    assert b"".join(out) == SHOWN.encode() + b" done"
