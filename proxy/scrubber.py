@@ -15,7 +15,8 @@ streamed bodies, WebSocket messages and control frames.
   when matching (:func:`find_forms`) and kept where they were in the
   replacement.
 - :class:`StreamScrubber` does the same over a stream of chunks, holding back
-  ``len(longest form) - 1`` bytes so a token split across chunks is caught
+  the bytes at a chunk's end that could begin a form (around an occurrence,
+  ``len(longest form) - 1`` bytes) so a token split across chunks is caught
   (and cutting only between occurrences, so a stream is rewritten exactly as
   the whole body would be),
   after decoding the stream's content encodings (gzip, deflate, br, zstd) with
