@@ -201,6 +201,11 @@ class Forms:
         self.minimal = minimal_forms(self.ordered)
         self._needles = [k for k, _ in self.minimal]
         self.longest = max((len(k) for k, _ in self.ordered), default=0)
+        # A form's bytes and line breaks: nothing else can be part of a form.
+        self._alphabet = bytes(
+            set(b"".join(self._needles + [k for k, _ in self.ordered])) | {13, 10}
+        )
+        self._reach = self.longest - 1 + wrap_room(self.longest) if self.longest else 0
 
     def stale(self, pairs: Mapping[bytes, bytes]) -> bool:
         """Whether ``pairs`` changed since (maps only ever grow: a new swap)."""
@@ -212,6 +217,14 @@ class Forms:
             return False
         flat = _flat(data)
         return any(needle in flat for needle in self._needles)
+
+    def partial_at_end(self, data: bytes) -> int:
+        """:func:`partial_form_at_end` over every form, after a cheap cut: the
+        start of a form is made of form bytes and line breaks only, so only the
+        trailing run of those is searched (usually a few bytes, or none)."""
+        window = data[-self._reach :] if self._reach else b""
+        run = len(window) - len(window.rstrip(self._alphabet))
+        return partial_form_at_end(window[-run:], self.ordered) if run else 0
 
     def find(self, data: bytes) -> list[Span]:
         """Every occurrence (see :func:`find_forms`); ``[]`` after one cheap pass."""
@@ -372,7 +385,7 @@ class StreamScrubber:
         if not forms.present(data):
             # Every form across the end starts on a suffix that is a proper
             # prefix of it: hold the longest such suffix (usually none).
-            hold = partial_form_at_end(data, forms.ordered)
+            hold = forms.partial_at_end(data)
             self.tail = data[len(data) - hold :] if hold else b""
             out = data[: len(data) - hold] if hold else data
             return [out] if out else []
