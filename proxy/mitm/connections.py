@@ -21,10 +21,10 @@ client) and the stream reader and writer it reads and writes the client with:
 - **Larger upstream reads**: mitmproxy reads a server 64 KiB at a time and
   runs every read through its whole layer stack and every hook (TLS, HTTP/1,
   the stream scrubber, the guard), a fixed cost per read that dominated a
-  streamed download. A server connection's reads are as large as
-  :data:`SERVER_READ` (what its stream reader holds, at most twice that before
-  the socket is paused), so a fast upstream is handled in fewer, larger
-  pieces; memory per tunnel stays bounded by the same TCP back-pressure.
+  streamed download. A server connection's reads take all its stream reader
+  holds, up to :data:`SERVER_READ`, so a fast upstream is handled in fewer,
+  larger pieces; what the reader buffers before it pauses the socket (and so
+  the memory of a stalled tunnel) is unchanged.
 - **The idle timeout**: ``mitmproxy.proxy.server.TCP_TIMEOUT`` is read when a
   connection starts; :func:`airlock.proxy.mitm.install` sets it from
   ``--idle-timeout``.
@@ -144,13 +144,14 @@ class _GatedReader(_Wrapped):
         return data
 
 
-# Bytes one read of a server connection may return, and what its stream reader
-# buffers before it pauses the socket (2 x this; asyncio's default is 2 x 64 KiB).
+# Bytes one read of a server connection may return. What its stream reader
+# buffers is left as asyncio sets it (the socket is paused past 2 x 64 KiB):
+# a larger buffer saved no CPU and tripled the memory of a stalled tunnel.
 SERVER_READ = 256 * 1024
 
 
 class _LargeReader(_Wrapped):
-    """A server stream reader read :data:`SERVER_READ` bytes at a time."""
+    """A server stream reader read up to :data:`SERVER_READ` bytes at a time."""
 
     async def read(self, n: int = -1) -> bytes:
         data: bytes = await self._inner.read(SERVER_READ if n >= 0 else n)
@@ -161,9 +162,6 @@ def read_server_larger(reader: Any) -> Any:
     """Wrap a server connection's ``asyncio.StreamReader`` for larger reads."""
     if not isinstance(reader, asyncio.StreamReader):
         return reader  # UDP streams and the like: as they are
-    # asyncio pauses the socket past 2 x limit buffered; raise it with the read
-    # size so a read can return that much (memory per tunnel: 2 x SERVER_READ).
-    reader._limit = max(reader._limit, SERVER_READ)  # type: ignore[attr-defined]
     return _LargeReader(reader)
 
 
