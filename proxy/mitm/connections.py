@@ -144,10 +144,11 @@ class _GatedReader(_Wrapped):
         return data
 
 
-# Bytes one read of a server connection may return. What its stream reader
-# buffers is left as asyncio sets it (the socket is paused past 2 x 64 KiB):
-# a larger buffer saved no CPU and tripled the memory of a stalled tunnel.
-SERVER_READ = 256 * 1024
+# Bytes one read of a server connection may return: what its stream reader
+# holds when asyncio pauses the socket (past 2 x 64 KiB, left as asyncio sets
+# it: a larger buffer saved no CPU and tripled a stalled tunnel's memory).
+# 256 KiB reads cost about the same CPU and ~1 MiB more per stalled tunnel.
+SERVER_READ = 128 * 1024
 
 
 class _LargeReader(_Wrapped):
