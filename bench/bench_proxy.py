@@ -130,7 +130,16 @@ class Target:
     rps: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
-    pid: int | None = None
+    pid: int | None = None  # airlock's process (leaks are counted for it)
+    cpu_pid: int | None = None  # the proxy process whose CPU time a download costs
+
+
+def _cpu_s(pid: int | None) -> float:
+    """The process's user + system CPU seconds so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _ms(samples: list[float], q: float) -> float:
@@ -166,6 +175,7 @@ async def _start_mitmdump(stack: ExitStack, work: Path, up_port: int, ca_path: P
         f"http://127.0.0.1:{port}",
         {},
         str(confdir / "mitmproxy-ca-cert.pem"),
+        cpu_pid=proc.pid,
     )
 
 
@@ -203,6 +213,7 @@ async def _start_airlock(
         proxy_headers(session),
         str(proxy.ca_path),
         pid=proxy.process.pid if proxy.process is not None else None,
+        cpu_pid=proxy.process.pid if proxy.process is not None else None,
     )
     return target, proxy.control, session.session_id
 
@@ -303,36 +314,50 @@ async def _downloads(targets: list[Target], size: int, rounds: int) -> list[list
         speeds: dict[str, list[float]] = {t.name: [] for t in targets}
         short: dict[str, int] = {t.name: 0 for t in targets}
         leaks: dict[str, int] = {t.name: 0 for t in targets}
+        cpu: dict[str, list[float]] = {t.name: [] for t in targets}
         for _ in range(rounds):
             for t in targets:
                 url = t.url.rsplit("/", 1)[0] + "/download"
+                before = _cpu_s(t.cpu_pid)
                 mbs, received, leaked = await _download(
                     url, t.proxy, t.proxy_headers, t.ca, size, query
                 )
+                # CPU time is robust to a loaded machine; MiB/s is not.
+                cpu[t.name].append((_cpu_s(t.cpu_pid) - before) * 1000 / (size >> 20))
                 speeds[t.name].append(mbs)
                 # Placeholder and token differ in length: allow for that, not more.
                 short[t.name] += received < size - size // 100
                 leaks[t.name] += leaked if t.pid is not None else 0
         base = statistics.median(speeds[targets[0].name])
+        base_cpu = min(cpu[targets[0].name])
         for t in targets:
             median = statistics.median(speeds[t.name])
             rows.append(
                 [
                     label, t.name, size >> 20, rounds, f"{median:.1f}", short[t.name],
                     leaks[t.name] if t.pid is not None else "-", f"{median / base:.2f}x",
+                    f"{min(cpu[t.name]):.2f}" if t.cpu_pid is not None else "-",
+                    f"{min(cpu[t.name]) / base_cpu:.2f}x" if base_cpu and t.cpu_pid else "-",
                 ]
             )  # fmt: skip
     return rows
 
 
+DOWNLOAD_HEADERS = [
+    "framing", "scenario", "MiB", "rounds", "MiB/s", "short", "leaks",
+    "MiB/s vs (a)", "CPU ms/MiB", "CPU vs (a)",
+]  # fmt: skip
+
+
 def _print_downloads(rows: list[list[object]], size: int) -> None:
     print(
         f"Download of {size >> 20} MiB, incompressible, token echoed each MiB "
-        "(median of interleaved rounds; leaks: real tokens the client received)"
+        "(median of interleaved rounds; leaks: real tokens the client received; "
+        "CPU: the proxy process's user + system time per MiB, least of the rounds)"
     )
     print(
         table(
-            ["framing", "scenario", "MiB", "rounds", "MiB/s", "short", "leaks", "MiB/s vs (a)"],
+            DOWNLOAD_HEADERS,
             rows,
         )
     )

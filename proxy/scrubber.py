@@ -15,7 +15,8 @@ streamed bodies, WebSocket messages and control frames.
   when matching (:func:`find_forms`) and kept where they were in the
   replacement.
 - :class:`StreamScrubber` does the same over a stream of chunks, holding back
-  ``len(longest form) - 1`` bytes so a token split across chunks is caught
+  the bytes at a chunk's end that could begin a form (around an occurrence,
+  ``len(longest form) - 1`` bytes) so a token split across chunks is caught
   (and cutting only between occurrences, so a stream is rewritten exactly as
   the whole body would be),
   after decoding the stream's content encodings (gzip, deflate, br, zstd) with
@@ -200,6 +201,11 @@ class Forms:
         self.minimal = minimal_forms(self.ordered)
         self._needles = [k for k, _ in self.minimal]
         self.longest = max((len(k) for k, _ in self.ordered), default=0)
+        # A form's bytes and line breaks: nothing else can be part of a form.
+        self._alphabet = bytes(
+            set(b"".join(self._needles + [k for k, _ in self.ordered])) | {13, 10}
+        )
+        self._reach = self.longest - 1 + wrap_room(self.longest) if self.longest else 0
 
     def stale(self, pairs: Mapping[bytes, bytes]) -> bool:
         """Whether ``pairs`` changed since (maps only ever grow: a new swap)."""
@@ -211,6 +217,14 @@ class Forms:
             return False
         flat = _flat(data)
         return any(needle in flat for needle in self._needles)
+
+    def partial_at_end(self, data: bytes) -> int:
+        """:func:`partial_form_at_end` over every form, after a cheap cut: the
+        start of a form is made of form bytes and line breaks only, so only the
+        trailing run of those is searched (usually a few bytes, or none)."""
+        window = data[-self._reach :] if self._reach else b""
+        run = len(window) - len(window.rstrip(self._alphabet))
+        return partial_form_at_end(window[-run:], self.ordered) if run else 0
 
     def find(self, data: bytes) -> list[Span]:
         """Every occurrence (see :func:`find_forms`); ``[]`` after one cheap pass."""
@@ -356,32 +370,31 @@ class StreamScrubber:
         return [out] if out else []
 
     def _feed(self, data: bytes) -> list[bytes]:
-        """Scrub ``tail + data`` up to the last ``keep`` bytes, which wait for more.
+        """Scrub ``tail + data``, holding back only what must wait for more.
 
-        The usual chunk holds no form: it is searched where it lies (and the
-        seam with the held tail on its own), and what goes out is one copy.
+        The usual chunk holds no form and does not end on the start of one: it
+        goes out as it came (no copy). When it ends on bytes a form could
+        continue, just those wait; around an occurrence, the last ``keep``
+        bytes wait (an occurrence is never cut, and the next chunk may extend
+        it to a longer form).
         """
         self._refresh()
-        keep, tail, forms = self._keep, self.tail, self._forms
-        if len(tail) + len(data) <= keep:
-            self.tail = tail + data
-            return []
-        if (
-            len(data) > keep
-            and not forms.present(data)
-            and not (tail and forms.present(tail + data[:keep]))
-        ):
-            cut = len(data) - keep
-            out = tail + memoryview(data)[:cut] if tail else data[:cut] if keep else data
-            self.tail = data[cut:] if keep else b""
-            return [out]
-        if tail:
-            data = tail + data
+        keep, forms = self._keep, self._forms
+        if self.tail:
+            data = self.tail + data
+        if not forms.present(data):
+            # Every form across the end starts on a suffix that is a proper
+            # prefix of it: hold the longest such suffix (usually none).
+            hold = forms.partial_at_end(data)
+            self.tail = data[len(data) - hold :] if hold else b""
+            out = data[: len(data) - hold] if hold else data
+            return [out] if out else []
         cut = len(data) - keep
         spans = forms.find(data)
         for start, end, _ in spans:
             if start < cut < end:  # never cut through an occurrence
                 cut = end
+        cut = max(cut, 0)
         self.tail = data[cut:]
         out = _apply(data[:cut], forms.ordered) if spans else data[:cut]
         return [out] if out else []

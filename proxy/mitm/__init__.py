@@ -5,7 +5,7 @@ connection level, so these are done here and nowhere else (pinned to
 mitmproxy 11.0.x by ``pyproject.toml``), one module per concern:
 
 - :mod:`.connections`: end a client connection, count its bytes, pace its
-  reads; the idle timeout.
+  reads; read servers in larger pieces; the idle timeout.
 - :mod:`.head_guard`: the HTTP/1 request head limit and timeout.
 - :mod:`.guard_layer`: the stream guard below every hook
   (:mod:`airlock.proxy.guard` is the guard itself).
@@ -37,6 +37,7 @@ from mitmproxy.proxy import server as mitm_server
 
 from . import (
     body_gate,
+    connections,
     early_hints,
     errors,
     guard_layer,
@@ -97,6 +98,7 @@ def install(wiring: Wiring) -> None:
         raise RuntimeError("airlock.proxy.mitm is already installed; call uninstall() first")
     _installed = True
     patching.replace(mitm_server, "TCP_TIMEOUT", max(1, round(wiring.idle_timeout_s)))
+    connections.install()
     head_guard.install(wiring.head)
     guard_layer.install(wiring.stream_guard)
     body_gate.install()

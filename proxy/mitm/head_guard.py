@@ -27,7 +27,7 @@ from h11._receivebuffer import ReceiveBuffer
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.layers.http import _http1
 from mitmproxy.proxy.layers.http._base import ReceiveHttp
-from mitmproxy.proxy.layers.http._events import RequestHeaders
+from mitmproxy.proxy.layers.http._events import RequestHeaders, ResponseData
 
 from ..protocol import error_json
 from . import guard_layer
@@ -106,6 +106,12 @@ def _head_too_large(layer: Any, event: events.Event, limit: int) -> bool:
 
 
 def _guarded(self: Any, event: events.Event) -> Generator[Any, Any, None]:
+    if type(event) is ResponseData:
+        # A piece of a response body on its way out (the hot path of a
+        # download): it only becomes a SendData; no request head is read, and
+        # the head timer was settled when the request was.
+        yield from _original(self, event)
+        return
     if guard_layer.active() and self.context.client.tls:
         yield from _telling_methods(self, event)
         return

@@ -15,7 +15,13 @@ import random
 import pytest
 
 from airlock.proxy.guard import GuardViolation, ResponseGuard
-from airlock.proxy.scrubber import Forms, StreamScrubber, scrub, token_forms
+from airlock.proxy.scrubber import (
+    Forms,
+    StreamScrubber,
+    partial_form_at_end,
+    scrub,
+    token_forms,
+)
 
 REAL = "ghs_REAL0123456789abcdef0123456789abcdef"
 SHOWN = "airlock-gh-00000000-0000-0000-0000-000000000000"
@@ -82,3 +88,38 @@ def test_large_clean_chunks_go_out_unchanged() -> None:
     for i in range(0, len(FILLER), CHUNK):
         out += guard.send(FILLER[i : i + CHUNK])
     assert out == head + FILLER
+
+
+def test_a_clean_chunk_goes_out_whole_and_only_a_possible_start_is_held() -> None:
+    """The scrubber's hot path: a chunk with no form that does not end on the
+    start of one is passed on as it came (no copy, nothing held back); one
+    that ends on the start of a form holds exactly those bytes."""
+    scrubber = StreamScrubber(PAIRS)
+    clean = FILLER[:CHUNK].replace(b"g", b"-") + b"."  # no form starts with "-" or "."
+    assert all(not real.startswith((b"-", b".")) for real in PAIRS)
+    out = scrubber(clean)
+    assert len(out) == 1 and out[0] is clean and scrubber.tail == b""
+    start = REAL.encode()[:7]
+    out = scrubber(clean + start)
+    assert out == [clean] and scrubber.tail == start
+    out = scrubber(REAL.encode()[7:] + b" done") + scrubber(b"")
+    assert b"".join(out) == SHOWN.encode() + b" done"
+
+
+def test_the_cheap_cut_before_a_partial_search_agrees_with_the_full_search() -> None:
+    """``Forms.partial_at_end`` searches only the trailing run of form bytes and
+    line breaks; it finds what a search of the whole end finds, for every
+    prefix of every form (plain and wrapped) after filler, and for filler alone."""
+    forms = Forms(PAIRS)
+    rng = random.Random(7)
+    ends = [FILLER[i : i + 300] for i in range(0, 30000, 300)]
+    held = 0
+    for real in PAIRS:
+        for shown in (real, wrap(real, 16, b"\r\n"), wrap(real, 16, b"\n")):
+            for k in range(1, len(shown)):
+                ends.append(rng.randbytes(200) + shown[:k])
+    for data in ends:
+        expected = partial_form_at_end(data, forms.ordered)
+        assert forms.partial_at_end(data) == expected, data[-80:]
+        held += bool(expected)
+    assert held > len(ends) // 2  # the prefixes were found, not only agreed on as 0

@@ -19,6 +19,7 @@ from airlock.proxy.mitm import guard_layer, patching
 # Every attribute of mitmproxy airlock replaces (DESIGN: one place, installed once).
 PATCHED: list[tuple[Any, str]] = [
     (mitm_server, "TCP_TIMEOUT"),
+    (mitm_server.ConnectionHandler, "handle_connection"),
     (_http1.Http1Server, "_handle_event"),
     (tls_layers.ClientTLSLayer, "send_data"),
     (HttpStream, "start_request_stream"),
