@@ -46,8 +46,10 @@ from .common import (
 
 OCTET = "application/octet-stream"
 BODY_IDLE_S = 60.0  # an upload that sends nothing for this long is abandoned
-# Bytes handed to the threads at a time: few hops per GiB, two batches in memory at most.
-_BATCH = 4 << 20
+# Bytes handed to the threads at a time (two batches in memory at most). Measured on 2
+# cores, quiet: 1 MiB gave 0.51-0.56x of a bare aiohttp handler, 4 MiB 0.39-0.48x (the
+# joined batch and both threads reading it no longer stay in cache), 256 KiB 0.44x.
+_BATCH = 1 << 20
 _MODE = re.compile(r"0?o?([0-7]{3,4})")
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
