@@ -34,7 +34,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..identity import ExecUser, spawn_kwargs
 from ..rights import as_daemon
@@ -51,6 +51,9 @@ _MAX_FDS = 253  # SCM_MAX_FD
 # After a launcher failed to start, engines take the per-spawn way this long.
 _RETRY_AFTER_S = 60.0
 _RECORD = 1 << 16
+# Exits reported before their spawn answer was taken up: a handful at most (engines run a few
+# at a time); more means a launcher that is not ours any more.
+_MAX_EARLY_EXITS = 256
 _FD_CWD = re.compile(r"/proc/self/fd/(\d+)")
 _SOURCE = Path(__file__).with_name("launcher_main.py")
 
@@ -63,9 +66,17 @@ class Launched:
     """A program the launcher started: the slice of ``asyncio.subprocess.Process`` the runner uses."""
 
     def __init__(
-        self, pid: int, stdout: asyncio.StreamReader, stderr: asyncio.StreamReader
+        self,
+        pid: int,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+        *,
+        signalable: bool = True,
     ) -> None:
         self.pid = pid
+        self.signalable = signalable
+        """Whether ``pid`` was seen running as the exec user: only then is its group ever
+        signalled (a pid already gone may be reused by anyone before a kill)."""
         self.stdout: asyncio.StreamReader | None = stdout
         self.stderr: asyncio.StreamReader | None = stderr
         self.returncode: int | None = None
@@ -84,7 +95,8 @@ class Launched:
         return code
 
     def kill(self) -> None:
-        kill_group(self.pid)
+        if self.signalable:
+            kill_group(self.pid)
 
     def release(self) -> None:
         """Close the daemon's ends of the pipes (done by ``wait``; the runner calls it always)."""
@@ -160,13 +172,9 @@ class Launcher:
             theirs.close()
         with as_daemon():  # its engines inherit it: memory pressure takes them before airlockd
             set_oom_score_adj(CHILD_OOM_SCORE_ADJ, proc.pid)
-        ours.setblocking(False)
-        self._ready = self.loop.create_future()
-        self._sock = ours
-        self._proc = proc
-        self.loop.add_reader(ours.fileno(), self._on_readable)
+        ready = self._attach(ours, proc)
         try:
-            pid = await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT_S)
+            pid = await asyncio.wait_for(asyncio.shield(ready), _START_TIMEOUT_S)
         except (TimeoutError, LauncherUnavailable) as exc:
             self._lost("did not answer at start")
             raise LauncherUnavailable(f"the launcher did not start: {exc}") from exc
@@ -174,6 +182,19 @@ class Launcher:
             self._lost(f"answered as pid {pid}, not {proc.pid}")
             raise LauncherUnavailable("the launcher answered with another pid")
         log.info("engine launcher for uid %d started as pid %d", self.user.uid, pid)
+
+    def _attach(
+        self, sock: socket.socket, proc: asyncio.subprocess.Process | None
+    ) -> asyncio.Future[int]:
+        """Talk to the launcher at the other end of ``sock`` (tests play a hostile one here);
+        the future is its ``ready`` answer."""
+        sock.setblocking(False)
+        ready: asyncio.Future[int] = self.loop.create_future()
+        self._ready = ready
+        self._sock = sock
+        self._proc = proc
+        self.loop.add_reader(sock.fileno(), self._on_readable)
+        return ready
 
     def _on_readable(self) -> None:
         sock = self._sock
@@ -204,6 +225,8 @@ class Launcher:
             pid, status = int(message["exit"]), int(message["status"])
             child = self._running.pop(pid, None)
             if child is None:
+                if len(self._early) >= _MAX_EARLY_EXITS:
+                    raise ValueError("exits of programs it was not asked to start")
                 self._early[pid] = status
             else:
                 child._set_exit(status)
@@ -234,7 +257,7 @@ class Launcher:
                 future.set_exception(LauncherUnavailable(why))
         self._pending.clear()
         for child in self._running.values():
-            kill_group(child.pid)
+            child.kill()
             child._set_exit(-9)
         self._running.clear()
         self._early.clear()
@@ -288,14 +311,15 @@ class Launcher:
             os.close(out_r)
             os.close(err_r)
             raise
-        if not self._owned(pid):
+        owner = self._owner(pid)
+        if owner == "foreign":
             os.close(out_r)
             os.close(err_r)
             self._lost(f"reported pid {pid}, which is not the exec user's")
             raise LauncherUnavailable("the launcher reported a foreign pid")
         stdout, out_t = await self._reader(out_r)
         stderr, err_t = await self._reader(err_r)
-        child = Launched(pid, stdout, stderr)
+        child = Launched(pid, stdout, stderr, signalable=owner == "exec user")
         child._transports = [out_t, err_t]
         early = self._early.pop(pid, None)
         if early is not None:
@@ -304,16 +328,19 @@ class Launcher:
             self._running[pid] = child
         return child
 
-    def _owned(self, pid: int) -> bool:
-        """Whether ``pid`` runs as the exec user (so signalling its group can hurt nothing else)."""
+    def _owner(self, pid: int) -> Literal["exec user", "gone", "foreign"]:
+        """Who runs ``pid``: the exec user (its group may be signalled), nobody any more
+        (exited and reaped already: never signalled, the number may be reused), or anyone
+        else (the launcher is lying)."""
         if pid <= 1 or pid == os.getpid():
-            return False
+            return "foreign"
         try:
-            return os.stat(f"/proc/{pid}").st_uid == self.user.uid
+            uid = os.stat(f"/proc/{pid}").st_uid
         except FileNotFoundError:
-            return True  # exited and reaped already: there is nothing left to signal
+            return "gone"
         except OSError:
-            return False
+            return "foreign"
+        return "exec user" if uid == self.user.uid else "foreign"
 
     async def _reader(self, fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
         reader = asyncio.StreamReader(limit=1 << 20, loop=self.loop)
