@@ -138,9 +138,12 @@ async def test_descriptors_sent_to_the_daemon_are_dropped(taken_over: TakenOver)
     before = len(os.listdir("/proc/self/fd"))
     r, w = os.pipe()
     try:
-        await asyncio.to_thread(
-            lambda: [hostile.send({"exit": 4_100_000, "status": 0}, [r, w]) for _ in range(50)]
-        )
+
+        def send_with_descriptors() -> None:
+            for _ in range(50):
+                hostile.send({"exit": 4_100_000, "status": 0}, [r, w])
+
+        await asyncio.to_thread(send_with_descriptors)
         await taken_over.settled()
         assert launcher.alive and taken_over.ready.done()
     finally:
