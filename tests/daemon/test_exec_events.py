@@ -49,10 +49,17 @@ def test_every_ascii_byte_and_both_escape_paths_match_json() -> None:
     for byte in range(128):
         for piece in (bytes([byte]), bytes([byte]) * 3 + b"\n" * 8, b"\n" * 600 + bytes([byte])):
             assert json_string(piece) == reference(piece), (byte, piece[:10])
-    dense = b'y\n"a\\b\tc\r\n' * 9000  # newline-dense: the unicode_escape path
+    dense = b'y\n"a\\b\tc\r\n' * 9000  # newline-dense: the escape_encode path
     sparse = b'def f(x):  # "quoted" \\ tab\there' * 2000  # the orjson path
     for data in (dense, sparse, dense + b"\x01", dense + b"\x7f", "é\n".encode() * 999):
         assert json_string(data) == reference(data)
+
+
+@pytest.mark.parametrize("tail", [b"'", b"\\'", b"\\\\'", b"'\\", b"\\x41", b"\\\\x", b"\"'\"", b"\\"])
+def test_quotes_and_backslashes_next_to_each_other_on_the_dense_path(tail: bytes) -> None:
+    # escape_encode writes ' as \' and \ as \\: only its own \' may become ' again.
+    data = b"\n" * 64 + tail + b"\n" * 64
+    assert json_string(data) == reference(data)
 
 
 @settings(max_examples=300, deadline=None)
