@@ -1,8 +1,8 @@
 """One airlock-proxy process: mitmproxy and the control API in one event loop.
 
-mitmproxy 11 is embedded as a ``DumpMaster`` with ``with_termlog=False`` and
-``with_dumper=False``: nothing prints flows or headers. Our concerns run after
-mitmproxy's defaults, through one :class:`~airlock.proxy.addons.chain.Chain`
+mitmproxy 11 is embedded as a master with only the addons the proxy needs
+(:func:`airlock.proxy.mitm.lean_master`: no terminal log, no flow dumper,
+none of mitmdump's other defaults). Our concerns run after those, through one :class:`~airlock.proxy.addons.chain.Chain`
 addon, in this order:
 
     SessionAuth -> SessionLimits -> EgressPolicy -> InterceptDecision -> Swap
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import certifi
 from aiohttp import web
+from mitmproxy.master import Master
 from mitmproxy.options import Options
-from mitmproxy.tools.dump import DumpMaster
 
 from . import ca as ca_mod
 from . import mitm
@@ -164,7 +164,7 @@ class ProxyServer:
         self.config = config
         self._head_timeout: Callable[[str], None] | None = None
 
-    def _wiring(self, ctx: ProxyContext, master: DumpMaster, budgets: Budgets) -> mitm.Wiring:
+    def _wiring(self, ctx: ProxyContext, master: Master, budgets: Budgets) -> mitm.Wiring:
         """What :func:`airlock.proxy.mitm.install` needs: connection-level limits
         mitmproxy has no option for, the stream guard, and the scrub maps."""
         config = self.config
@@ -254,7 +254,7 @@ class ProxyServer:
             listen_port=config.listen_port,
             confdir=str(confdir),
         )
-        master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+        master = mitm.lean_master(opts)
         budgets = Budgets(ctx)
         wiring = self._wiring(ctx, master, budgets)
         opts.update(  # type: ignore[no-untyped-call]
@@ -264,7 +264,6 @@ class ProxyServer:
             http2=True,
             websocket=True,
             connection_strategy="lazy",
-            block_global=False,
             # Big bodies (git packs) stream instead of sitting in memory; the
             # scrubber still sees every chunk (see addons/scrub.py).
             stream_large_bodies="4m",

@@ -17,6 +17,8 @@ mitmproxy 11.0.x by ``pyproject.toml``), one module per concern:
 - :mod:`.early_hints`: 103 Early Hints relayed, scrubbed.
 - :mod:`.trailers`: HTTP/1 trailer fields dropped instead of hanging.
 - :mod:`.logscrub`: the proxy's own log scrubbed of swapped tokens.
+- :mod:`.master`: the mitmproxy master, with only the addons the proxy needs
+  (not a patch: it is built, not changed).
 
 The proxy's runner (:class:`airlock.proxy.app.ProxyServer`) calls
 :func:`install` once with everything the patches need from the live proxy (a
@@ -55,6 +57,7 @@ from .guard_layer import StreamGuard
 from .h2_meter import H2Meter
 from .head_guard import HeadGuard
 from .logscrub import SwappedForms
+from .master import lean_master
 from .upgrade import PairsFor
 
 __all__ = [
@@ -71,6 +74,7 @@ __all__ = [
     "install",
     "installed",
     "kill_client",
+    "lean_master",
     "select_http1",
     "uninstall",
 ]
