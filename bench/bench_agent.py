@@ -31,7 +31,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bench.bench_stream import local_python_reader, raw_stream
+from bench.bench_stream import local_python_reader, producer, raw_stream
 from bench.report import figure, percentile, table
 from tests.fakes.daemon_harness import RunningDaemon, running_daemon, wait_for_socket
 
@@ -193,12 +193,12 @@ async def echo_rtt(daemon: RunningDaemon, samples: int) -> list[float]:
 
 
 async def stream_ratio(daemon: RunningDaemon, size_mb: int, rounds: int) -> tuple[float, float]:
-    size = size_mb * 1_000_000
-    await raw_stream(daemon, size)
+    command = producer("yes", size_mb * 1_000_000)
+    await raw_stream(daemon, command)
     reader, stream = [], []
     for _ in range(rounds):
-        reader.append(local_python_reader(size))
-        stream.append((await raw_stream(daemon, size))[0])
+        reader.append(local_python_reader(command))
+        stream.append((await raw_stream(daemon, command))[0])
     return size_mb / percentile(reader, 50), size_mb / percentile(stream, 50)
 
 
