@@ -19,9 +19,11 @@ encoder's per-character loop:
 - **No JSON encoder on the hot path.** Text goes through ``orjson``'s string
   escaper (SIMD, about ten times ``json``'s on ordinary output). Output dense
   with newlines (``yes``, one-character lines) is ASCII escaped byte by byte,
-  where orjson's one-escape-at-a-time path is slowest: ``codecs.escape_encode``
-  works on the bytes as they are (no decode, no ``str``) and spells ``\\n``,
-  ``\\t``, ``\\r`` and ``\\\\`` as JSON does. Its ``\\'`` is turned back
+  where orjson's one-escape-at-a-time path is slowest. ``codecs.escape_encode``
+  (the ``codecs`` module's ``bytes`` escaper, there since Python 2 though not in
+  the library reference: the tests pin its output byte for byte against
+  ``json.dumps``) works on the bytes as they are (no decode, no ``str``) and
+  spells ``\\n``, ``\\t``, ``\\r`` and ``\\\\`` as JSON does. Its ``\\'`` is turned back
   into ``'`` and ``"`` is escaped after; a piece with a control JSON writes
   ``\\u00XX`` (found with one ``memchr`` per control byte) goes to orjson.
 """
