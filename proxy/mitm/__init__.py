@@ -15,7 +15,8 @@ mitmproxy 11.0.x by ``pyproject.toml``), one module per concern:
 - :mod:`.errors`: airlock's JSON error pages in place of mitmproxy's.
 - :mod:`.upgrade`: WebSocket control frames scrubbed; 101 pipes for WebSockets only.
 - :mod:`.early_hints`: 103 Early Hints relayed, scrubbed.
-- :mod:`.trailers`: HTTP/1 trailer fields dropped instead of hanging.
+- :mod:`.body_reader`: HTTP/1 trailer fields dropped instead of hanging; the
+  chunks of one read handed on as one piece.
 - :mod:`.logscrub`: the proxy's own log scrubbed of swapped tokens.
 - :mod:`.master`: the mitmproxy master, with only the addons the proxy needs
   (not a patch: it is built, not changed).
@@ -39,6 +40,7 @@ from mitmproxy.proxy import server as mitm_server
 
 from . import (
     body_gate,
+    body_reader,
     connections,
     early_hints,
     errors,
@@ -47,7 +49,6 @@ from . import (
     head_guard,
     logscrub,
     patching,
-    trailers,
     upgrade,
 )
 from .alpn import select_http1
@@ -110,7 +111,7 @@ def install(wiring: Wiring) -> None:
     errors.install()
     upgrade.install(wiring.pairs_for)
     early_hints.install(wiring.pairs_for)
-    trailers.install()
+    body_reader.install()
     logscrub.install(wiring.swapped_forms)
 
 
