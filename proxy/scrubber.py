@@ -25,9 +25,10 @@ streamed bodies, WebSocket messages and control frames.
   :class:`DecodeBudget` cuts a body whose decoded size passes a limit or a
   sustained ratio (a compression bomb) with :class:`DecodedTooLarge`.
 - :class:`Forms` is the matcher itself, prepared once per token set: one
-  pass per buffer over the minimal forms (every other form contains one) in
-  the text without line breaks, exact spans (:func:`find_forms`) only on a
-  hit. It and :func:`partial_form_at_end` are shared with the
+  pass per buffer over the minimal forms (every other form contains one),
+  line breaks inside allowed (compiled, :mod:`airlock.proxy.form_scan`, once
+  ready; in Python over the text without line breaks until then), exact
+  spans (:func:`find_forms`) only around a hit. It and :func:`partial_form_at_end` are shared with the
   connection-level guard (:mod:`airlock.proxy.guard`).
 
 The pairs mapping is read live: a token swapped on the connection after a
@@ -41,6 +42,7 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping
 
+from . import form_scan
 from .decoders import (
     ChainDecoder,
     DecodeBudget,
@@ -109,8 +111,10 @@ def ordered_forms(pairs: Mapping[bytes, bytes]) -> list[tuple[bytes, bytes]]:
     return sorted(((k, v) for k, v in pairs.items() if k), key=lambda kv: -len(kv[0]))
 
 
-# Line breaks a base64 encoder puts inside a long value (MIME, PEM): CRLF or LF.
-_BREAK = re.compile(rb"\r?\n")
+# Line breaks a base64 encoder puts inside a long value (MIME, PEM): CRLF or LF, and
+# for the matcher any run of CR and LF bytes (a lone CR too: ignoring more can only
+# find more, and the compiled matcher, proxy/form_scan.py, reads breaks the same way).
+_BREAK = re.compile(rb"[\r\n]+")
 # How many line breaks a held-back tail must leave room for, per byte of the
 # longest form: a form wrapped at 16 columns or more is still caught across
 # any chunk boundary (MIME wraps at 76, PEM at 64, some encoders at 60).
@@ -177,10 +181,14 @@ def minimal_forms(ordered: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes
 
 
 def _flat(data: bytes) -> bytes:
-    """``data`` without line breaks. Two one-byte replaces are the fastest way
-    (a lone CR goes too, which can only make a search find more): ``translate``
-    with deletions and a two-byte ``replace(b"\\r\\n", ...)`` are 10-20x slower."""
-    return data.replace(b"\n", b"").replace(b"\r", b"") if b"\n" in data else data
+    """``data`` without CR and LF bytes. Two one-byte replaces are the fastest way:
+    ``translate`` with deletions and a two-byte ``replace(b"\\r\\n", ...)`` are 10-20x
+    slower."""
+    return data.replace(b"\n", b"").replace(b"\r", b"") if _has_break(data) else data
+
+
+def _has_break(data: bytes) -> bool:
+    return b"\n" in data or b"\r" in data
 
 
 class Forms:
@@ -199,11 +207,11 @@ class Forms:
         self.count = len(pairs)
         self.ordered = ordered_forms(pairs)
         self.minimal = minimal_forms(self.ordered)
-        self._needles = [k for k, _ in self.minimal]
+        self._needles = tuple(k for k, _ in self.minimal)
         self.longest = max((len(k) for k, _ in self.ordered), default=0)
         # A form's bytes and line breaks: nothing else can be part of a form.
         self._alphabet = bytes(
-            set(b"".join(self._needles + [k for k, _ in self.ordered])) | {13, 10}
+            set(b"".join([*self._needles, *(k for k, _ in self.ordered)])) | {13, 10}
         )
         self._reach = self.longest - 1 + wrap_room(self.longest) if self.longest else 0
 
@@ -215,6 +223,9 @@ class Forms:
         """Whether a form occurs in ``data``, line breaks inside allowed."""
         if not self._needles or not data:
             return False
+        scanner = form_scan.scanner_for(self._needles)
+        if scanner is not None:
+            return scanner.found(data)
         flat = _flat(data)
         return any(needle in flat for needle in self._needles)
 
@@ -228,10 +239,45 @@ class Forms:
 
     def find(self, data: bytes) -> list[Span]:
         """Every occurrence (see :func:`find_forms`); ``[]`` after one cheap pass."""
-        return find_forms(data, self.ordered) if self.present(data) else []
+        if not self._needles or not data:
+            return []
+        scanner = form_scan.scanner_for(self._needles)
+        if scanner is None:
+            return find_forms(data, self.ordered) if self.present(data) else []
+        ends = scanner.ends(data)
+        return self._around(data, ends) if ends else []
+
+    def _around(self, data: bytes, ends: list[int]) -> list[Span]:
+        """:func:`find_forms` on windows around the ends of minimal forms.
+
+        Every occurrence of a form contains one of a minimal form, and lies
+        within ``longest`` bytes other than line breaks on either side of
+        where that one ends, so a window that holds as many is searched
+        instead of the whole buffer. Windows that touch are merged, so
+        occurrences that overlap are decided together, exactly as over the
+        whole buffer. A window short of that many (a run of line breaks
+        longer than any wrapping) sends the whole buffer to
+        :func:`find_forms` instead.
+        """
+        longest, size = self.longest, len(data)
+        span = longest + wrap_room(longest)
+        windows: list[list[int]] = []
+        for end in ends:
+            lo, hi = max(0, end - span), min(size, end + span)
+            if not (_holds(data, lo, end, longest) and _holds(data, end, hi, longest)):
+                return find_forms(data, self.ordered)
+            if windows and lo <= windows[-1][1]:
+                windows[-1][1] = max(windows[-1][1], hi)
+            else:
+                windows.append([lo, hi])
+        return [
+            (start + lo, stop + lo, shown)
+            for lo, hi in windows
+            for start, stop, shown in find_forms(data[lo:hi], self.ordered)
+        ]
 
     def scrub(self, data: bytes) -> bytes:
-        return _apply(data, self.ordered) if self.present(data) else data
+        return _replace(data, self.find(data))
 
 
 def find_forms(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
@@ -239,7 +285,7 @@ def find_forms(data: bytes, ordered: list[tuple[bytes, bytes]]) -> list[Span]:
     sorted, non-overlapping, the longest form winning where two overlap."""
     if not ordered or not data:
         return []
-    if b"\n" in data:
+    if _has_break(data):
         # Literal and wrapped occurrences are found in the text without line
         # breaks; the exact offsets are worked out only for wrapped ones.
         flat = _flat(data)
@@ -294,8 +340,21 @@ def partial_form_at_end(data: bytes, ordered: list[tuple[bytes, bytes]]) -> int:
     return len(window) - n + len(pending)
 
 
+def _holds(data: bytes, lo: int, hi: int, count: int) -> bool:
+    """Whether ``data[lo:hi]`` has ``count`` bytes other than line breaks, or reaches an end
+    of ``data``."""
+    if lo == 0 or hi == len(data):
+        return True
+    piece = data[lo:hi]
+    return len(piece) - piece.count(b"\n") - piece.count(b"\r") >= count
+
+
 def _apply(data: bytes, ordered: list[tuple[bytes, bytes]]) -> bytes:
-    spans = find_forms(data, ordered)
+    return _replace(data, find_forms(data, ordered))
+
+
+def _replace(data: bytes, spans: list[Span]) -> bytes:
+    """``data`` with each span (sorted, not overlapping) replaced by its shown form."""
     if not spans:
         return data
     out = bytearray()
@@ -396,5 +455,6 @@ class StreamScrubber:
                 cut = end
         cut = max(cut, 0)
         self.tail = data[cut:]
-        out = _apply(data[:cut], forms.ordered) if spans else data[:cut]
+        # No span crosses the cut: those before it are exactly data[:cut]'s.
+        out = _replace(data[:cut], [sp for sp in spans if sp[1] <= cut])
         return [out] if out else []

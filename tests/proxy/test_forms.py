@@ -5,7 +5,8 @@ seam with the bytes held from the previous chunk on its own. These cases put a
 form (plain and wrapped) across a 64 KiB chunk boundary at every offset and
 check that neither the scrubber (its output equals scrubbing the whole body)
 nor the guard (a violation) misses it; and that reducing the forms to the
-minimal ones loses none.
+minimal ones loses none. Every case runs twice: on the Python path and on
+the compiled one (:mod:`airlock.proxy.form_scan`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import random
 
 import pytest
 
+from airlock.proxy import form_scan
 from airlock.proxy.guard import GuardViolation, ResponseGuard
 from airlock.proxy.scrubber import (
     Forms,
@@ -29,6 +31,15 @@ PAIRS = token_forms(REAL, SHOWN, ["x-access-token"])
 CHUNK = 64 * 1024
 # Random bytes with line breaks and base64 letters in them, as a binary body has.
 FILLER = random.Random(22).randbytes(3 * CHUNK)
+
+
+@pytest.fixture(autouse=True, params=["python", "compiled"])
+def matcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which path answers: Python's (while a form set compiles) or Hyperscan's."""
+    path: str = request.param
+    chosen = (lambda _needles: None) if path == "python" else form_scan.scanner_now
+    monkeypatch.setattr(form_scan, "scanner_for", chosen)
+    return path
 
 
 def wrap(form: bytes, columns: int, newline: bytes) -> bytes:
