@@ -62,8 +62,8 @@ def _pattern(needle: bytes) -> bytes:
 class Scanner:
     """A compiled form set: whether, and where, its forms occur in a buffer.
 
-    Scans from the thread that first scans (the proxy's event loop): Hyperscan's
-    scratch space is per thread, and it is allocated then.
+    Hyperscan's scratch space may serve one scan at a time, so each thread
+    that scans gets its own (the proxy scans on its event loop only).
     """
 
     def __init__(self, needles: Needles) -> None:
@@ -74,33 +74,34 @@ class Scanner:
         self._db.compile(
             expressions=patterns, ids=list(range(len(patterns))), elements=len(patterns)
         )
-        self._scratch_ready = False
+        self._local = threading.local()
 
-    def _ready(self) -> None:
-        if not self._scratch_ready:
+    def _scratch(self) -> Any:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
             assert _hs is not None
-            self._db.scratch = _hs.Scratch(self._db)
-            self._scratch_ready = True
+            scratch = self._local.scratch = _hs.Scratch(self._db)
+        return scratch
 
     def found(self, data: bytes) -> bool:
         """Whether any form occurs in ``data`` (line breaks inside allowed)."""
-        self._ready()
+        scratch = self._scratch()
         assert _hs is not None
         try:
-            self._db.scan(data, match_event_handler=_stop)
+            self._db.scan(data, match_event_handler=_stop, scratch=scratch)
         except _hs.ScanTerminated:
             return True
         return False
 
     def ends(self, data: bytes) -> list[int]:
         """Where occurrences of the forms end (offsets past their last byte, in order)."""
-        self._ready()
+        scratch = self._scratch()
         ends: list[int] = []
 
         def on_match(_id: int, _start: int, end: int, _flags: int, _context: Any) -> None:
             ends.append(end)
 
-        self._db.scan(data, match_event_handler=on_match)
+        self._db.scan(data, match_event_handler=on_match, scratch=scratch)
         ends.sort()  # several forms' matches need not come in order
         return ends
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given, settings
@@ -94,3 +95,13 @@ def test_a_form_set_that_cannot_compile_stays_on_the_python_path(
     assert form_scan.scanner_for(broken) is None  # and it is not tried again
     form_scan.wait_for_compiles()
     assert "matching it in Python" not in caplog.text
+
+
+def test_threads_scan_with_scratch_of_their_own() -> None:
+    forms = Forms(PAIRS)
+    scanner = form_scan.scanner_now(forms._needles)
+    clean = random.Random(3).randbytes(64 * 1024)
+    dirty = clean[:1000] + FORMS[0] + clean[1000:]
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(scanner.found, [clean, dirty] * 200))
+    assert answers == [False, True] * 200
