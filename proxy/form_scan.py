@@ -164,6 +164,11 @@ class _Compiler:
                 self._keep(needles, scanner)
             return scanner
 
+    def counts(self) -> tuple[int, int]:
+        """Form sets held compiled, and form sets that failed to compile."""
+        with self._lock:
+            return len(self._ready), len(self._failed)
+
     def wait(self) -> None:
         """Block until every compile started so far has finished (tests)."""
         with self._lock:
@@ -191,3 +196,13 @@ def scanner_now(needles: Needles) -> Scanner:
 def wait_for_compiles() -> None:
     """Wait for the compiles in flight (tests)."""
     _compiler.wait()
+
+
+def compiled_sets() -> int:
+    """Form sets held compiled now (``/metrics``: ``airlock_proxy_token_form_sets``)."""
+    return _compiler.counts()[0]
+
+
+def failed_sets() -> int:
+    """Form sets that failed to compile and are matched in Python."""
+    return _compiler.counts()[1]

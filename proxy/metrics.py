@@ -12,6 +12,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from . import form_scan
+
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
 
@@ -40,6 +42,16 @@ class Metrics:
             "Live leases in the store (store-wide: the same on every replica).",
             registry=self.registry,
         )
+        # Process-wide: the compiled matcher's cache (proxy/form_scan.py) is shared.
+        form_sets = Gauge(
+            "airlock_proxy_token_form_sets",
+            "Token form sets the matcher holds compiled (Hyperscan), and those that "
+            "failed to compile and are matched in Python.",
+            ["state"],
+            registry=self.registry,
+        )
+        form_sets.labels(state="compiled").set_function(form_scan.compiled_sets)
+        form_sets.labels(state="failed").set_function(form_scan.failed_sets)
         self.control_latency = Histogram(
             "airlock_proxy_control_request_seconds",
             "Control API request latency, by method and route.",

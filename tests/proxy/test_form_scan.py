@@ -91,6 +91,7 @@ def test_a_form_set_that_cannot_compile_stays_on_the_python_path(
     assert form_scan.scanner_for(broken) is None
     form_scan.wait_for_compiles()
     assert "matching it in Python" in caplog.text
+    assert form_scan.failed_sets() >= 1  # /metrics: airlock_proxy_token_form_sets{state="failed"}
     caplog.clear()
     assert form_scan.scanner_for(broken) is None  # and it is not tried again
     form_scan.wait_for_compiles()
