@@ -57,6 +57,15 @@ def compiled(proxy: ProxyProcess, lease: Lease) -> None:
     assert form_sets(proxy, "failed") == 0
 
 
+def get_scrubbed(lease: Lease, upstream: Reflector, via: str, path: str) -> Any:
+    """GET ``path`` through the lease: the upstream saw the real token, the sandbox none."""
+    resp = GETS[via](lease, path)
+    assert upstream.last(path.split("?")[0]).auth == f"Bearer {lease.real}"
+    assert resp.status == 200
+    assert lease.leaks(resp.everything) == []
+    return resp
+
+
 # HTTP/2 has no close-delimited bodies: that framing is the HTTP/1.1 upstream's alone.
 BODIES = [
     (via, framing, enc)
@@ -70,10 +79,8 @@ BODIES = [
 def test_streamed_bodies_reach_the_sandbox_scrubbed(
     lease: Lease, upstream: Reflector, via: str, framing: str, enc: str
 ) -> None:
-    resp = GETS[via](lease, f"/body?size={BIG}&framing={framing}&enc={enc}&chunk=65536")
-    assert upstream.last("/body").auth == f"Bearer {lease.real}"
-    assert resp.status == 200
-    assert lease.leaks(resp.everything) == []
+    path = f"/body?size={BIG}&framing={framing}&enc={enc}&chunk=65536"
+    resp = get_scrubbed(lease, upstream, via, path)
     assert resp.body.count(f"Bearer {lease.placeholder}".encode()) >= BIG // 1100
 
 
@@ -83,12 +90,10 @@ def test_streamed_bodies_reach_the_sandbox_scrubbed(
 def test_wrapped_base64_reaches_the_sandbox_scrubbed(
     lease: Lease, upstream: Reflector, via: str, cols: int, nl: str
 ) -> None:
-    resp = GETS[via](lease, f"/wrapped?cols={cols}&nl={nl}")
-    assert upstream.last("/wrapped").auth == f"Bearer {lease.real}"
-    assert resp.status == 200
+    resp = get_scrubbed(lease, upstream, via, f"/wrapped?cols={cols}&nl={nl}")
     decoded = base64.b64decode(resp.body.replace(b"\r", b"").replace(b"\n", b""))
     assert lease.real.encode() not in decoded
-    assert lease.leaks(resp.everything) == []
+    assert decoded.count(lease.placeholder[2:-3].encode()) == 6  # each copy replaced
 
 
 def test_nothing_the_proxy_wrote_holds_the_token_and_the_guard_never_fired(
