@@ -28,8 +28,9 @@ streamed bodies, WebSocket messages and control frames.
   pass per buffer over the minimal forms (every other form contains one),
   line breaks inside allowed (compiled, :mod:`airlock.proxy.form_scan`, once
   ready; in Python over the text without line breaks until then), exact
-  spans (:func:`find_forms`) only around a hit. It and :func:`partial_form_at_end` are shared with the
-  connection-level guard (:mod:`airlock.proxy.guard`).
+  spans (:func:`find_forms`) only around a hit. It and
+  :func:`partial_form_at_end` are shared with the connection-level guard
+  (:mod:`airlock.proxy.guard`).
 
 The pairs mapping is read live: a token swapped on the connection after a
 stream started is scrubbed from then on.
@@ -264,7 +265,9 @@ class Forms:
         windows: list[list[int]] = []
         for end in ends:
             lo, hi = max(0, end - span), min(size, end + span)
-            if not (_holds(data, lo, end, longest) and _holds(data, end, hi, longest)):
+            enough_before = lo == 0 or _non_breaks(data[lo:end]) >= longest
+            enough_after = hi == size or _non_breaks(data[end:hi]) >= longest
+            if not (enough_before and enough_after):
                 return find_forms(data, self.ordered)
             if windows and lo <= windows[-1][1]:
                 windows[-1][1] = max(windows[-1][1], hi)
@@ -340,13 +343,9 @@ def partial_form_at_end(data: bytes, ordered: list[tuple[bytes, bytes]]) -> int:
     return len(window) - n + len(pending)
 
 
-def _holds(data: bytes, lo: int, hi: int, count: int) -> bool:
-    """Whether ``data[lo:hi]`` has ``count`` bytes other than line breaks, or reaches an end
-    of ``data``."""
-    if lo == 0 or hi == len(data):
-        return True
-    piece = data[lo:hi]
-    return len(piece) - piece.count(b"\n") - piece.count(b"\r") >= count
+def _non_breaks(piece: bytes) -> int:
+    """How many bytes of ``piece`` are not CR or LF."""
+    return len(piece) - piece.count(b"\n") - piece.count(b"\r")
 
 
 def _apply(data: bytes, ordered: list[tuple[bytes, bytes]]) -> bytes:

@@ -73,6 +73,22 @@ def test_a_run_of_line_breaks_longer_than_any_wrapping_is_still_found_and_scrubb
     assert not Forms(PAIRS).present(forms.scrub(data))
 
 
+def test_a_long_form_stretched_by_line_breaks_is_found_whole_anywhere_in_the_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The window around its minimal form cannot hold it (more line breaks than any
+    wrapping): the whole buffer is searched instead, at the start, middle and end."""
+    monkeypatch.setattr(form_scan, "scanner_for", form_scan.scanner_now)
+    longest = FORMS[-1]  # Basic base64(user:token): contains a minimal form
+    broken = b"".join(bytes([c]) + b"\r\n" * 3 for c in longest).rstrip(b"\r\n")
+    filler = random.Random(4).randbytes(3000)
+    forms = Forms(PAIRS)
+    for data in (filler + broken, broken + filler, broken):
+        expected = find_forms(data, forms.ordered)
+        assert forms.find(data) == expected
+        assert any(end - start > len(longest) for start, end, _ in expected)
+
+
 def test_a_new_form_set_compiles_in_the_background_and_python_answers_meanwhile() -> None:
     needles = (b"airlock-compile-test-" + random.randbytes(8).hex().encode(),)
     assert form_scan.scanner_for(needles) is None  # compiling on the worker thread now
