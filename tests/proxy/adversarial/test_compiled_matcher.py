@@ -96,6 +96,7 @@ def test_wrapped_base64_reaches_the_sandbox_scrubbed(
     assert decoded.count(lease.placeholder[2:-3].encode()) == 6  # each copy replaced
 
 
+@pytest.mark.usefixtures("compiled")
 def test_nothing_the_proxy_wrote_holds_the_token_and_the_guard_never_fired(
     proxy: ProxyProcess, lease: Lease
 ) -> None:
