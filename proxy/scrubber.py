@@ -215,16 +215,24 @@ class Forms:
             set(b"".join([*self._needles, *(k for k, _ in self.ordered)])) | {13, 10}
         )
         self._reach = self.longest - 1 + wrap_room(self.longest) if self.longest else 0
+        self._compiled: form_scan.Scanner | None = None  # kept once the set is compiled
 
     def stale(self, pairs: Mapping[bytes, bytes]) -> bool:
         """Whether ``pairs`` changed since (maps only ever grow: a new swap)."""
         return len(pairs) != self.count
 
+    def _scanner(self) -> form_scan.Scanner | None:
+        """The compiled scanner, asked of the cache until it is ready, then held here
+        (no lock or lookup per buffer after that)."""
+        if self._compiled is None:
+            self._compiled = form_scan.scanner_for(self._needles)
+        return self._compiled
+
     def present(self, data: bytes) -> bool:
         """Whether a form occurs in ``data``, line breaks inside allowed."""
         if not self._needles or not data:
             return False
-        scanner = form_scan.scanner_for(self._needles)
+        scanner = self._scanner()
         if scanner is not None:
             return scanner.found(data)
         flat = _flat(data)
@@ -242,7 +250,7 @@ class Forms:
         """Every occurrence (see :func:`find_forms`); ``[]`` after one cheap pass."""
         if not self._needles or not data:
             return []
-        scanner = form_scan.scanner_for(self._needles)
+        scanner = self._scanner()
         if scanner is None:
             return find_forms(data, self.ordered) if self.present(data) else []
         ends = scanner.ends(data)
