@@ -113,6 +113,7 @@ class _Compiler:
         # The worker adds, the event loop reads; reentrant, as a future that is already done
         # runs its callback inside add_done_callback.
         self._lock = threading.RLock()
+        self._settled = threading.Condition(self._lock)  # a compile's outcome was recorded
         self._pending: dict[Needles, Future[Scanner]] = {}
         self._ready: collections.OrderedDict[Needles, Scanner] = collections.OrderedDict()
         self._pool: ThreadPoolExecutor | None = None
@@ -135,15 +136,17 @@ class _Compiler:
 
     def _done(self, needles: Needles, future: Future[Scanner]) -> None:
         error = future.exception()
+        if error is not None:
+            # Never fatal: the Python path keeps answering for this set.
+            log.warning("compiling a token form set failed (%s); matching it in Python", error)
         with self._lock:
-            self._pending.pop(needles, None)
             if error is None:
                 self._keep(needles, future.result())
             elif len(self._failed) < self._size:
                 self._failed.add(needles)
-        if error is not None:
-            # Never fatal: the Python path keeps answering for this set.
-            log.warning("compiling a token form set failed (%s); matching it in Python", error)
+            # Last: a set leaves the pending ones only once its outcome is in place.
+            self._pending.pop(needles, None)
+            self._settled.notify_all()
 
     def _keep(self, needles: Needles, scanner: Scanner) -> None:
         self._ready[needles] = scanner
@@ -165,11 +168,11 @@ class _Compiler:
             return len(self._ready), len(self._failed)
 
     def wait(self) -> None:
-        """Block until every compile started so far has finished (tests)."""
-        with self._lock:
-            pending = list(self._pending.values())
-        for future in pending:
-            future.exception()
+        """Block until every compile started so far has finished and its outcome is
+        recorded (tests). A future is done before its callback has run, so wait for
+        the callbacks, not the futures."""
+        with self._settled:
+            self._settled.wait_for(lambda: not self._pending)
 
 
 _compiler = _Compiler()
